@@ -1,0 +1,1 @@
+"""verlsweep test suite."""

@@ -1,0 +1,114 @@
+"""A composed sweep config -> one trial: the exact verl argv and its environment."""
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from verlsweep import validate
+from verlsweep.errors import ConfigError, Problem
+from verlsweep.overrides import flatten, format_value, ordered
+
+COMMAND_JSON = "command.json"
+
+
+@dataclass(frozen=True)
+class Trial:
+    """What gets launched: `argv` (entrypoint + verl overrides) under `env` (added to the caller's)."""
+
+    argv: list[str]
+    env: dict[str, str]
+    entrypoint_len: int = 3
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def overrides(self) -> list[str]:
+        return self.argv[self.entrypoint_len:]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"argv": list(self.argv), "env": dict(self.env)}
+
+    def to_bash(self) -> str:
+        """A runnable snippet: `export` lines, then the command with one override per line."""
+        lines = [f"export {k}={shlex.quote(v)}" for k, v in self.env.items()]
+        head = " ".join(shlex.quote(a) for a in self.argv[: self.entrypoint_len])
+        body = [f"    {shlex.quote(o)}" for o in self.overrides]
+        lines.append(" \\\n".join([head, *body]))
+        return "\n".join(lines) + "\n"
+
+    def write(self, out_dir: Path) -> Path:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        path = out_dir / COMMAND_JSON
+        path.write_text(json.dumps(self.to_json(), indent=2) + "\n")
+        return path
+
+
+def verl_overrides(cfg: DictConfig, *, use_schema: bool = True) -> list[str]:
+    """The `verl:` subtree as `key=value` overrides in verl's script order.
+
+    Keys verl's schema has are emitted plainly so a misspelling still fails inside verl; `+` only for
+    keys verl adds dynamically (verl_schema.needs_plus). `++` is never used: it would hide typos.
+    """
+    leaves = flatten(cfg.verl)
+    needs_plus = _plus_rule(use_schema)
+    return [f"{'+' if needs_plus(path) else ''}{path}={format_value(leaves[path])}" for path in ordered(leaves)]
+
+
+def _plus_rule(use_schema: bool):
+    from verlsweep import verl_schema
+
+    if use_schema:
+        try:
+            verl_schema.config_dir()
+            return verl_schema.needs_plus
+        except verl_schema.VerlNotInstalled:
+            pass
+    # without verl installed only verl's documented open mappings can be recognised
+    return lambda path: path.startswith(verl_schema.DYNAMIC_PREFIXES)
+
+
+def trial_env(cfg: DictConfig) -> dict[str, str]:
+    """The environment the trial adds: the hardware's variables plus `env.*` overrides, as strings."""
+    env = OmegaConf.to_container(cfg.get("env") or {}, resolve=True)
+    out = {}
+    for key, value in env.items():
+        if isinstance(value, bool):
+            value = "1" if value else "0"
+        out[str(key)] = "" if value is None else str(value)
+    return out
+
+
+def entrypoint(cfg: DictConfig) -> list[str]:
+    return [str(a) for a in OmegaConf.to_container(cfg.runner.entrypoint, resolve=True)]
+
+
+def build_trial(cfg: DictConfig, *, require_paths: bool = True) -> Trial:
+    """Validate the composed config (ours, then verl's) and turn it into a Trial.
+
+    Raises ConfigError naming every offending key before anything can launch.
+    """
+    problems = validate.check_rules(cfg)
+    if problems:
+        raise ConfigError(problems)
+    path_problems = validate.check_paths(cfg)
+    if require_paths and path_problems:
+        raise ConfigError(path_problems)
+
+    overrides = verl_overrides(cfg, use_schema=bool(cfg.validate.verl))
+    if cfg.validate.verl:
+        model_ok = not any(p.key.endswith("model.path") for p in path_problems)
+        problems = validate.check_with_verl(overrides, model_path_exists=model_ok)
+        if problems:
+            raise ConfigError(problems)
+
+    ep = entrypoint(cfg)
+    return Trial(argv=[*ep, *overrides], env=trial_env(cfg), entrypoint_len=len(ep),
+                 warnings=[str(p) for p in path_problems])
+
+
+def problems_to_text(problems: list[Problem]) -> str:
+    return "\n".join(f"  - {p}" for p in problems)

@@ -1,0 +1,28 @@
+"""Errors raised before anything launches."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One rejected setting: which key, what it was, what would be accepted."""
+
+    key: str
+    value: Any
+    allowed: str
+    rule: str = ""
+
+    def __str__(self) -> str:
+        rule = f" [{self.rule}]" if self.rule else ""
+        return f"{self.key}={self.value!r}: {self.allowed}{rule}"
+
+
+class ConfigError(ValueError):
+    """The composed trial is invalid; nothing was launched."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = list(problems)
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(f"invalid trial config ({len(self.problems)} problem(s)), nothing launched:\n{lines}")

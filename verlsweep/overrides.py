@@ -1,0 +1,78 @@
+"""The `verl:` subtree of a composed config as Hydra command-line overrides for verl.
+
+The subtree mirrors verl's own key paths, so flattening it yields `path=value` pairs verl's Hydra
+accepts. Values are written in Hydra's override grammar (hydra/core/override_parser, the grammar in
+hydra/grammar/OverrideParser.g4) so that what verl parses equals what we composed.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Iterable
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+# A string Hydra reads back as the same string without quotes. Anything else gets quoted.
+_PLAIN = re.compile(r"[A-Za-z_/~.][\w./~+@-]*")
+_NON_STRINGS = {"true", "false", "null", "nan", "inf", "-inf", "+inf"}
+
+# Order in which verl's own scripts group their overrides (DATA / MODEL / ACTOR / ROLLOUT / REF /
+# ALGORITHM / TRAINER arrays in verl-ascend-recipe scripts); critic and reward sit before algorithm.
+_SECTIONS = (
+    "data.",
+    "actor_rollout_ref.model.",
+    "actor_rollout_ref.actor.",
+    "actor_rollout_ref.rollout.",
+    "actor_rollout_ref.ref.",
+    "critic.",
+    "reward.",
+    "algorithm.",
+    "trainer.",
+)
+
+
+def format_value(value: Any) -> str:
+    """Render a Python value in Hydra's override grammar."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        if _PLAIN.fullmatch(value) and value.lower() not in _NON_STRINGS:
+            return value
+        escaped = value.replace("\\", "\\\\").replace("'", "\\'")
+        return f"'{escaped}'"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(format_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k}:{format_value(v)}" for k, v in value.items()) + "}"
+    raise TypeError(f"cannot express {type(value).__name__} {value!r} as a Hydra override")
+
+
+def flatten(node: DictConfig | dict, prefix: str = "") -> dict[str, Any]:
+    """Resolved leaves of a nested mapping as dotted paths; lists stay whole (they are verl values)."""
+    container = OmegaConf.to_container(node, resolve=True) if isinstance(node, (DictConfig, ListConfig)) else node
+    out: dict[str, Any] = {}
+    for key, value in container.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict):
+            if value:
+                out.update(flatten(value, f"{path}."))
+            # an empty mapping sets nothing verl does not already have
+        else:
+            out[path] = value
+    return out
+
+
+def section_rank(path: str) -> int:
+    """Position of a key's section in verl's script order; unknown sections go last."""
+    for rank, prefix in enumerate(_SECTIONS):
+        if path.startswith(prefix):
+            return rank
+    return len(_SECTIONS)
+
+
+def ordered(paths: Iterable[str]) -> list[str]:
+    """Group by section, keep composition order inside a section (sorted() is stable)."""
+    return sorted(paths, key=section_rank)

@@ -1,0 +1,70 @@
+"""What a trial produces, shared by the runners, the tracker, the planner and the sweeper."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+# Every trial ends in exactly one of these (issue: trial runner). `oom` and `infeasible` are told to
+# Optuna as constraint violations, `pruned` as PRUNED, the rest of the failures as FAIL.
+OUTCOMES: tuple[str, ...] = (
+    "completed",
+    "pruned",
+    "oom",
+    "hccl_timeout",
+    "hang",
+    "timeout",
+    "config_error",
+    "no_devices",
+    "crash",
+    "infeasible",
+)
+CONSTRAINT_OUTCOMES: frozenset[str] = frozenset({"oom", "infeasible"})
+
+
+@dataclass
+class TrialResult:
+    """One trial's outcome and measurement. Returned by the trial task to the sweeper."""
+
+    outcome: str
+    objective: float | None = None          # aggregate of objective.metric over the measured steps
+    peak_memory_gb: float | None = None     # max of actor/perf/max_memory_{allocated,reserved}_gb
+    metrics: dict[str, float] = field(default_factory=dict)   # other named aggregates (multi-objective)
+    steps: int = 0                          # training steps seen
+    excerpt: str | None = None              # the log lines that decided a failure outcome
+    run_id: str | None = None               # MLflow run of this trial
+    backend: str = "verl"                   # runner that produced it: verl | script | estimate
+    duration_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.outcome not in OUTCOMES:
+            raise ValueError(f"outcome {self.outcome!r} is not one of {', '.join(OUTCOMES)}")
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome == "completed"
+
+    def value(self, name: str) -> float | None:
+        """A named measurement: `objective`, `peak_memory_gb`, or any key of `metrics`."""
+        if name == "objective":
+            return self.objective
+        if name == "peak_memory_gb":
+            return self.peak_memory_gb
+        return self.metrics.get(name)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class StepReporter(Protocol):
+    """Receives each training step's objective value as it arrives (the sweeper's pruning hook)."""
+
+    def report(self, step: int, value: float) -> bool:
+        """Record the value; True means the trial should be stopped now (pruned)."""
+        ...
+
+
+class NullReporter:
+    """Single runs: nothing to report to, never prune."""
+
+    def report(self, step: int, value: float) -> bool:
+        return False

@@ -1,0 +1,107 @@
+"""verl's own config machinery, used read-only: its ppo_trainer defaults and its compose step.
+
+verl's trainer is a Hydra app (verl/trainer/main_ppo.py: `@hydra.main(config_path="config",
+config_name="ppo_trainer")`). Composing that config here with the trial's overrides applies the
+same struct checks verl applies at start-up, without importing torch.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+from functools import lru_cache
+from pathlib import Path
+from typing import Iterator
+
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from omegaconf import DictConfig, OmegaConf
+
+# Keys that verl itself documents as "add with +": open mappings that its yaml leaves empty or
+# partial (verl-0.9.md §1.2-1.3: engine_kwargs, ray_init, reward_kwargs).
+DYNAMIC_PREFIXES: tuple[str, ...] = (
+    "actor_rollout_ref.rollout.engine_kwargs.",
+    "ray_kwargs.ray_init.",
+    "reward.reward_kwargs.",
+)
+
+
+class VerlNotInstalled(RuntimeError):
+    """The `verl` extra is missing, so verl's own checks cannot run."""
+
+
+def config_dir() -> Path:
+    """verl's trainer config dir, found without importing verl (which imports torch)."""
+    spec = importlib.util.find_spec("verl")
+    if spec is None or not spec.submodule_search_locations:
+        raise VerlNotInstalled("verl is not installed: pip install -e '.[verl]'")
+    return Path(next(iter(spec.submodule_search_locations))) / "trainer" / "config"
+
+
+@contextlib.contextmanager
+def _own_global_hydra() -> Iterator[None]:
+    """Run the compose API even inside a running Hydra app (sweep.py), then restore that app."""
+    gh = GlobalHydra.instance()
+    saved = gh.hydra if gh.is_initialized() else None
+    gh.clear()
+    try:
+        yield
+    finally:
+        GlobalHydra.instance().clear()
+        if saved is not None:
+            GlobalHydra.instance().initialize(saved)
+
+
+def compose_verl(overrides: list[str]) -> DictConfig:
+    """verl's `ppo_trainer` config with `overrides` applied, exactly as verl's Hydra would.
+
+    Raises hydra.errors.ConfigCompositionException (unknown key, bad `+`, grammar error).
+    """
+    with _own_global_hydra(), initialize_config_dir(config_dir=str(config_dir()), version_base=None):
+        return compose(config_name="ppo_trainer", overrides=list(overrides))
+
+
+@lru_cache(maxsize=1)
+def defaults() -> DictConfig:
+    """verl's ppo_trainer config with no overrides (read-only)."""
+    cfg = compose_verl([])
+    OmegaConf.set_readonly(cfg, True)
+    return cfg
+
+
+def has_key(path: str) -> bool:
+    """Whether `path` (dotted) exists in verl's composed default config."""
+    node = defaults()
+    for part in path.split("."):
+        # `in` is False for MISSING (???) values such as rollout.name, which verl still defines
+        if not isinstance(node, DictConfig) or part not in node.keys():
+            return False
+        node = node._get_node(part)  # no interpolation resolution: values like ${...} are fine
+    return True
+
+
+def dataclass_field_added(path: str) -> bool:
+    """Whether `path` names a field of the dataclass behind its parent node but absent from verl's yaml.
+
+    verl converts nodes with `_target_` into dataclasses (verl/utils/config.py omega_conf_to_dataclass),
+    so such fields (e.g. rollout.enable_sleep_mode) are real settings that need `+` on the command line.
+    """
+    parent, _, leaf = path.rpartition(".")
+    if not parent or not has_key(parent):
+        return False
+    node = OmegaConf.select(defaults(), parent)
+    target = node.get("_target_") if isinstance(node, DictConfig) else None
+    if not target:
+        return False
+    module_name, _, cls_name = target.rpartition(".")
+    import dataclasses
+    import importlib
+
+    cls = getattr(importlib.import_module(module_name), cls_name, None)
+    return dataclasses.is_dataclass(cls) and leaf in {f.name for f in dataclasses.fields(cls)}
+
+
+def needs_plus(path: str) -> bool:
+    """`+` only for keys verl adds dynamically, so a typo in any other key still fails in verl."""
+    if path.startswith(DYNAMIC_PREFIXES):
+        return not has_key(path)
+    return not has_key(path) and dataclass_field_added(path)
