@@ -10,7 +10,8 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from verlsweep import validate
-from verlsweep.errors import ConfigError, Problem
+from verlsweep.hydra_compose import compose_dir
+from verlsweep.errors import ConfigError
 from verlsweep.overrides import flatten, format_value, ordered
 
 COMMAND_JSON = "command.json"
@@ -92,23 +93,25 @@ def build_trial(cfg: DictConfig, *, require_paths: bool = True) -> Trial:
     Raises ConfigError naming every offending key before anything can launch.
     """
     problems = validate.check_rules(cfg)
+    path_problems = validate.check_paths(cfg)
+    overrides = verl_overrides(cfg, use_schema=bool(cfg.validate.verl))
+    if cfg.validate.verl and not problems:
+        model_ok = not any(p.key.endswith("model.path") for p in path_problems)
+        problems += validate.check_with_verl(overrides, model_path_exists=model_ok)
+    if require_paths:
+        problems += path_problems
     if problems:
         raise ConfigError(problems)
-    path_problems = validate.check_paths(cfg)
-    if require_paths and path_problems:
-        raise ConfigError(path_problems)
-
-    overrides = verl_overrides(cfg, use_schema=bool(cfg.validate.verl))
-    if cfg.validate.verl:
-        model_ok = not any(p.key.endswith("model.path") for p in path_problems)
-        problems = validate.check_with_verl(overrides, model_path_exists=model_ok)
-        if problems:
-            raise ConfigError(problems)
 
     ep = entrypoint(cfg)
     return Trial(argv=[*ep, *overrides], env=trial_env(cfg), entrypoint_len=len(ep),
                  warnings=[str(p) for p in path_problems])
 
 
-def problems_to_text(problems: list[Problem]) -> str:
-    return "\n".join(f"  - {p}" for p in problems)
+def compose_config(overrides: list[str] | None = None, return_hydra_config: bool = False) -> DictConfig:
+    """Our root config (conf/sweep.yaml) with `overrides`, as `python sweep.py <overrides>` would see it."""
+    from verlsweep import CONF_DIR, config_store
+
+    config_store.register()
+    return compose_dir(CONF_DIR, "sweep", overrides or [], return_hydra_config=return_hydra_config)
+

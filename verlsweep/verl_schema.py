@@ -6,15 +6,13 @@ same struct checks verl applies at start-up, without importing torch.
 """
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterator
 
-from hydra import compose, initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf
+
+from verlsweep.hydra_compose import compose_dir
 
 # Keys that verl itself documents as "add with +": open mappings that its yaml leaves empty or
 # partial (verl-0.9.md §1.2-1.3: engine_kwargs, ray_init, reward_kwargs).
@@ -37,27 +35,12 @@ def config_dir() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "trainer" / "config"
 
 
-@contextlib.contextmanager
-def _own_global_hydra() -> Iterator[None]:
-    """Run the compose API even inside a running Hydra app (sweep.py), then restore that app."""
-    gh = GlobalHydra.instance()
-    saved = gh.hydra if gh.is_initialized() else None
-    gh.clear()
-    try:
-        yield
-    finally:
-        GlobalHydra.instance().clear()
-        if saved is not None:
-            GlobalHydra.instance().initialize(saved)
-
-
 def compose_verl(overrides: list[str]) -> DictConfig:
     """verl's `ppo_trainer` config with `overrides` applied, exactly as verl's Hydra would.
 
     Raises hydra.errors.ConfigCompositionException (unknown key, bad `+`, grammar error).
     """
-    with _own_global_hydra(), initialize_config_dir(config_dir=str(config_dir()), version_base=None):
-        return compose(config_name="ppo_trainer", overrides=list(overrides))
+    return compose_dir(config_dir(), "ppo_trainer", overrides)
 
 
 @lru_cache(maxsize=1)

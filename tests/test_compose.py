@@ -1,0 +1,223 @@
+"""Composition of config groups into the exact verl command (issue 2)."""
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import OmegaConf
+
+from verlsweep import CONF_DIR
+from verlsweep.compose import build_trial, compose_config
+from verlsweep.errors import ConfigError
+from verlsweep.overrides import format_value
+
+REPO = Path(__file__).resolve().parent.parent
+ALGORITHMS = sorted(p.stem for p in (CONF_DIR / "algorithm").glob("*.yaml"))
+HARDWARE = sorted(p.stem for p in (CONF_DIR / "hardware").glob("*.yaml") if p.stem != "auto")
+MODELS = sorted(p.stem for p in (CONF_DIR / "model").glob("*.yaml"))
+
+
+def overrides_of(trial) -> dict[str, str]:
+    """key (without +) -> value text, as verl will receive them."""
+    out = {}
+    for item in trial.overrides:
+        key, value = item.split("=", 1)
+        out[key] = value
+    return out
+
+
+@pytest.fixture(scope="module")
+def remax_trial():
+    cfg = compose_config(["hardware=a2_64g", "algorithm=remax", "model=qwen3_8b"])
+    return build_trial(cfg, require_paths=False)
+
+
+def test_remax_on_a2_composes_to_the_seed_recipe(remax_trial):
+    """run_qwen3_8b_remax_fsdp_npu.sh (verl-ascend-recipe, shared/reference/ascend.md §1a)."""
+    o = overrides_of(remax_trial)
+    expected = {
+        "actor_rollout_ref.rollout.tensor_model_parallel_size": "2",
+        "actor_rollout_ref.rollout.gpu_memory_utilization": "0.6",
+        "actor_rollout_ref.rollout.n": "4",
+        "actor_rollout_ref.actor.fsdp_config.param_offload": "True",
+        "actor_rollout_ref.actor.fsdp_config.optimizer_offload": "True",
+        "actor_rollout_ref.ref.fsdp_config.param_offload": "True",
+        "actor_rollout_ref.actor.use_torch_compile": "False",
+        "actor_rollout_ref.ref.use_torch_compile": "False",
+        "actor_rollout_ref.rollout.free_cache_engine": "True",
+        "actor_rollout_ref.rollout.enforce_eager": "False",
+        "+actor_rollout_ref.rollout.engine_kwargs.vllm.compilation_config.cudagraph_mode": "FULL_DECODE_ONLY",
+        "+actor_rollout_ref.rollout.engine_kwargs.vllm.compilation_config.cudagraph_capture_sizes":
+            "[4,8,12,16,20,24,28,32]",
+        "algorithm.adv_estimator": "remax",
+        "algorithm.use_kl_in_reward": "True",
+        "algorithm.kl_penalty": "kl",
+        "algorithm.kl_ctrl.kl_coef": "0.001",
+        "actor_rollout_ref.actor.use_kl_loss": "False",
+        "actor_rollout_ref.actor.use_dynamic_bsz": "True",
+        "actor_rollout_ref.actor.ppo_max_token_len_per_gpu": "16384",
+        "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz": "True",
+        "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu": "16384",
+        "actor_rollout_ref.ref.log_prob_use_dynamic_bsz": "True",
+        "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu": "16384",
+        "actor_rollout_ref.rollout.name": "vllm",
+        "trainer.device": "npu",
+        "trainer.n_gpus_per_node": "8",
+        "trainer.nnodes": "1",
+        "trainer.use_v1": "False",
+        "data.train_batch_size": "256",
+        "actor_rollout_ref.actor.ppo_mini_batch_size": "128",
+        "data.max_prompt_length": "1024",
+        "data.max_response_length": "2048",
+    }
+    mismatched = {k: (o.get(k), v) for k, v in expected.items() if o.get(k) != v}
+    assert not mismatched, mismatched
+    assert remax_trial.env == {
+        "RAY_DEDUP_LOGS": "0",
+        "HYDRA_FULL_ERROR": "1",
+        "TASK_QUEUE_ENABLE": "1",
+        "HCCL_EXEC_TIMEOUT": "3600",
+        "HCCL_CONNECT_TIMEOUT": "3600",
+        "HCCL_ASYNC_ERROR_HANDLING": "0",
+        "CPU_AFFINITY_CONF": "1",
+    }
+    assert remax_trial.argv[:3] == ["python", "-m", "verl.trainer.main_ppo"]
+
+
+def test_trial_settings_make_a_short_measurement_run(remax_trial):
+    o = overrides_of(remax_trial)
+    assert o["trainer.total_training_steps"] == "5"
+    assert o["trainer.val_before_train"] == "False"
+    assert o["trainer.save_freq"] == "-1" and o["trainer.test_freq"] == "-1"
+    assert o["trainer.resume_mode"] == "disable"
+    assert o["trainer.logger"] == "[console,mlflow,file]"
+    assert o["trainer.experiment_name"].startswith("remax-qwen3_8b-a2_64g-")
+
+
+def test_overrides_come_in_verl_script_order(remax_trial):
+    sections = ["data.", "actor_rollout_ref.model.", "actor_rollout_ref.actor.", "actor_rollout_ref.rollout.",
+                "actor_rollout_ref.ref.", "algorithm.", "trainer."]
+    ranks = [next(i for i, s in enumerate(sections) if o.lstrip("+").startswith(s)) for o in remax_trial.overrides]
+    assert ranks == sorted(ranks)
+
+
+def test_only_keys_verl_adds_dynamically_get_plus(remax_trial):
+    plus = [o.split("=", 1)[0] for o in remax_trial.overrides if o.startswith("+")]
+    assert plus == [
+        "+actor_rollout_ref.rollout.engine_kwargs.vllm.compilation_config.cudagraph_mode",
+        "+actor_rollout_ref.rollout.engine_kwargs.vllm.compilation_config.cudagraph_capture_sizes",
+    ]
+    assert not any(o.startswith("++") for o in remax_trial.overrides)
+
+
+def test_dataclass_only_field_gets_plus_and_schema_key_does_not():
+    cfg = compose_config(["algorithm=grpo", "verl.actor_rollout_ref.rollout.enable_sleep_mode=false",
+                          "verl.actor_rollout_ref.rollout.max_num_seqs=64"])
+    o = overrides_of(build_trial(cfg, require_paths=False))
+    assert o["+actor_rollout_ref.rollout.enable_sleep_mode"] == "False"
+    assert o["actor_rollout_ref.rollout.max_num_seqs"] == "64"
+
+
+def test_command_line_sets_any_verl_key_without_plus():
+    cfg = compose_config(["verl.trainer.rollout_data_dir=/tmp/rollouts", "verl.trainer.total_training_steps=3"])
+    o = overrides_of(build_trial(cfg, require_paths=False))
+    assert o["trainer.rollout_data_dir"] == "/tmp/rollouts"
+    assert o["trainer.total_training_steps"] == "3"
+
+
+@pytest.mark.parametrize("value", [0.6, 1e-06, -1, True, False, None, "vllm", "FULL_DECODE_ONLY", "1",
+                                   "true", "a b,c", "it's", "/root/x.parquet", "${HOME}", [4, 8], ["console", "mlflow"],
+                                   "", "[a]"])
+def test_values_round_trip_through_hydras_override_parser(value):
+    parsed = OverridesParser.create().parse_override(f"k={format_value(value)}").value()
+    assert parsed == value
+
+
+def test_remax_runs_the_legacy_trainer_and_grpo_the_v1_trainer():
+    grpo = overrides_of(build_trial(compose_config(["algorithm=grpo"]), require_paths=False))
+    assert "trainer.use_v1" not in grpo  # verl 0.9.1's default: v1
+    remax = overrides_of(build_trial(compose_config(["algorithm=remax"]), require_paths=False))
+    assert remax["trainer.use_v1"] == "False"
+
+
+def test_gpu_hardware_switches_device_env_and_offload():
+    o = overrides_of(build_trial(compose_config(["hardware=h100_80g"]), require_paths=False))
+    assert o["trainer.device"] == "cuda"
+    assert o["actor_rollout_ref.actor.fsdp_config.param_offload"] == "False"
+    assert not any("engine_kwargs" in k for k in o)
+
+
+def test_no_recipe_hard_codes_a_home_path():
+    text = "\n".join(p.read_text() for p in CONF_DIR.rglob("*.yaml"))
+    assert "/root" not in text and "/home/" not in text
+
+
+def test_paths_follow_environment_roots(monkeypatch, tmp_path):
+    monkeypatch.setenv("VERLSWEEP_MODEL_ROOT", str(tmp_path / "models"))
+    monkeypatch.setenv("VERLSWEEP_DATA_ROOT", str(tmp_path / "data"))
+    cfg = compose_config(["model=qwen3_4b", "data=math"])
+    assert cfg.verl.actor_rollout_ref.model.path == str(tmp_path / "models" / "Qwen3-4B")
+    assert cfg.verl.data.train_files == str(tmp_path / "data" / "math" / "train.parquet")
+
+
+def test_missing_model_is_an_error_in_a_real_run(monkeypatch, tmp_path):
+    monkeypatch.setenv("VERLSWEEP_MODEL_ROOT", str(tmp_path))
+    with pytest.raises(ConfigError) as err:
+        build_trial(compose_config([]))
+    assert any(p.key == "verl.actor_rollout_ref.model.path" for p in err.value.problems)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algorithm,hardware,model", list(itertools.product(ALGORITHMS, HARDWARE, MODELS)))
+def test_every_combination_passes_verl_validation_or_a_named_rule(algorithm, hardware, model):
+    cfg = compose_config([f"algorithm={algorithm}", f"hardware={hardware}", f"model={model}"])
+    try:
+        trial = build_trial(cfg, require_paths=False)
+    except ConfigError as exc:
+        # only our own named rules may reject a shipped combination; verl itself must accept our output
+        assert all(p.rule == "" and p.key.startswith(("verl.", "hardware.")) and p.allowed for p in exc.problems), exc
+        return
+    assert len({o.split("=", 1)[0].lstrip("+") for o in trial.overrides}) == len(trial.overrides)
+
+
+# --- dry run through the real CLI ----------------------------------------------------------------
+
+def run_sweep(args: list[str], cwd: Path, timeout: int = 180) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(REPO / "sweep.py"), *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.mark.slow
+def test_dry_run_prints_a_runnable_snippet_and_writes_command_json(tmp_path):
+    proc = run_sweep(["hardware=a2_64g", "algorithm=remax", "model=qwen3_8b", "dry_run=true",
+                      f"paths.output_root={tmp_path}/out"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "export HCCL_CONNECT_TIMEOUT=3600" in proc.stdout
+    assert "python -m verl.trainer.main_ppo \\\n    data." in proc.stdout
+    assert "missing" not in proc.stdout and "WARNING" in proc.stderr + proc.stdout  # paths absent: a warning
+    [command_json] = list((tmp_path / "out").rglob("command.json"))
+    cmd = json.loads(command_json.read_text())
+    assert cmd["argv"][:3] == ["python", "-m", "verl.trainer.main_ppo"]
+    assert "actor_rollout_ref.rollout.gpu_memory_utilization=0.6" in cmd["argv"]
+    assert cmd["env"]["TASK_QUEUE_ENABLE"] == "1"
+    # the snippet is valid bash that reproduces argv exactly
+    snippet = proc.stdout[proc.stdout.index("export"):]
+    echo = subprocess.run(["bash", "-c", snippet.replace("python -m", "printf '%s\\n' python -m", 1)],
+                          capture_output=True, text=True)
+    assert echo.stdout.splitlines() == cmd["argv"]
+
+
+@pytest.mark.slow
+def test_multirun_dry_run_writes_one_command_per_trial(tmp_path):
+    proc = run_sweep(["-m", "hydra/sweeper=basic", "algorithm=remax,grpo", "dry_run=true",
+                      f"paths.output_root={tmp_path}/out"], cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    commands = [json.loads(p.read_text()) for p in sorted((tmp_path / "out").rglob("command.json"))]
+    assert sorted(c["argv"][c["argv"].index("algorithm.adv_estimator=grpo") if "algorithm.adv_estimator=grpo" in c["argv"]
+                             else c["argv"].index("algorithm.adv_estimator=remax")] for c in commands) == [
+        "algorithm.adv_estimator=grpo", "algorithm.adv_estimator=remax"]

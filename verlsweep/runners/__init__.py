@@ -1,0 +1,35 @@
+"""Trial runners by `runner.name`: verl (real trainer), script (recipe script), estimate (planner)."""
+from __future__ import annotations
+
+import importlib
+
+from verlsweep.errors import ConfigError, Problem
+from verlsweep.runners.base import TRIAL_DIR_ENV, Runner
+
+# name -> "module:Class"; imported lazily so `estimate` exists only once its module does.
+_REGISTRY: dict[str, str] = {
+    "verl": "verlsweep.runners.verl:VerlRunner",
+    "script": "verlsweep.runners.script:ScriptRunner",
+    "estimate": "verlsweep.runners.estimate:EstimateRunner",
+}
+
+__all__ = ["Runner", "TRIAL_DIR_ENV", "get_runner", "names"]
+
+
+def names() -> list[str]:
+    return list(_REGISTRY)
+
+
+def get_runner(name: str) -> Runner:
+    """The runner registered as `name`; unknown names are a ConfigError listing the known ones."""
+    target = _REGISTRY.get(name)
+    if target is None:
+        raise ConfigError([Problem("runner.name", name, f"one of {', '.join(_REGISTRY)}")])
+    module_name, cls_name = target.split(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name != module_name:
+            raise
+        raise ConfigError([Problem("runner.name", name, f"runner module {module_name} is not installed")])
+    return getattr(module, cls_name)()

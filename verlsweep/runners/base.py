@@ -1,0 +1,37 @@
+"""The interface every trial runner implements (verl, script, estimate).
+
+    runner = verlsweep.runners.get_runner(cfg.runner.name)
+    result = runner.run(cfg, trial, reporter, env)      # -> TrialResult
+
+  cfg       the trial's composed Hydra config (root: conf/sweep.yaml),
+  trial     the validated verlsweep.compose.Trial (argv + the hardware's env),
+  reporter  the sweeper's StepReporter (NullReporter in a single run): `report(step, value)` for each
+            step's objective value as it arrives; True means stop now -> outcome `pruned`,
+  env       environment for the trial process only (never set in the sweep's own os.environ,
+            mlflow#15713): MLFLOW_TRACKING_URI, MLFLOW_RUN_ID, VERL_FILE_LOGGER_PATH and
+            VERLSWEEP_TRIAL_DIR (TRIAL_DIR_ENV: the trial's own dir for its log and files).
+
+A runner never raises for a failed trial (that is an outcome); it returns the TrialResult.
+"""
+from __future__ import annotations
+
+from typing import Mapping, Protocol, runtime_checkable
+
+from omegaconf import DictConfig
+
+from verlsweep.compose import Trial
+from verlsweep.result import StepReporter, TrialResult
+
+# The trial's own directory (log file, file-logger JSONL, working dir of the process).
+TRIAL_DIR_ENV = "VERLSWEEP_TRIAL_DIR"
+
+
+@runtime_checkable
+class Runner(Protocol):
+    """What `get_runner(name)` returns. `name` equals the `runner.name` it is registered under."""
+
+    name: str
+
+    def run(self, cfg: DictConfig, trial: Trial, reporter: StepReporter,
+            env: Mapping[str, str]) -> TrialResult:
+        ...
