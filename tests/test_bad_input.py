@@ -42,6 +42,9 @@ CASES = {
     "token_budget_below_sequence": ([f"{ACTOR}.ppo_max_token_len_per_gpu=1024"],
                                     f"{ACTOR}.ppo_max_token_len_per_gpu", ">= "),
     "unknown_device": (["hardware.device=tpu"], "hardware.device", "npu, cuda"),
+    "hardware_auto_without_a_profile": (["hardware=auto"], "hardware.name", "python -m verlsweep.plan detect"),
+    "unset_environment_variable": (["paths.model_root=${oc.env:VERLSWEEP_TEST_UNSET_VAR}"], "model.path",
+                                   "VERLSWEEP_TEST_UNSET_VAR"),
 }
 
 

@@ -50,7 +50,7 @@ PATTERNS: tuple[Pattern, ...] = (
        "torch/cuda/__init__.py _lazy_init"),
     # --- device memory: training allocator, CANN, vLLM startup / KV cache, Ray host memory ---
     _p("oom", "npu out of memory", r"NPU out of memory", "torch_npu NPUCachingAllocator.cpp (ascend.md §5c)"),
-    _p("oom", "cuda out of memory", r"CUDA out of memory|torch\.OutOfMemoryError|RayTaskError\(OutOfMemoryError\)",
+    _p("oom", "cuda out of memory", r"CUDA out of memory|torch\.OutOfMemoryError",
        "torch CUDACachingAllocator (verl-0.9.md §5)"),
     _p("oom", "cann allocation", r"\bEL0004\b|Failed to allocate", "torch_npu NPUException.cpp isCannOOM()"),
     _p("oom", "vllm startup memory", r"Free memory on device .* less than desired GPU memory utilization",
@@ -59,17 +59,17 @@ PATTERNS: tuple[Pattern, ...] = (
        r"larger than the maximum number of tokens that can be stored in KV cache", "vllm/v1/core/kv_cache_utils.py"),
     _p("oom", "host memory (ray memory monitor)", r"which exceeds the memory usage threshold|"
        r"Task was killed due to the node running low on memory", "ray/_private/memory_monitor"),
+    _p("oom", "out of memory in a ray task", r"RayTaskError\(OutOfMemoryError\)", "ray.exceptions (verl-0.9.md §5)"),
     # --- collectives that never completed ---
-    _p("hccl_timeout", "hccl watchdog", r"Watchdog caught collective operation timeout|"
-       r"HCCL watchdog thread terminated", "torch_npu ProcessGroupHCCL.cpp (ascend.md §5c)"),
+    # the same watchdog text is printed by torch's ProcessGroupNCCL (WorkNCCL) on GPUs
+    _p("hccl_timeout", "collective watchdog", r"Watchdog caught collective operation timeout|"
+       r"HCCL watchdog thread terminated", "torch_npu ProcessGroupHCCL.cpp (ascend.md §5c), ProcessGroupNCCL.cpp"),
     _p("hccl_timeout", "hccl exec timeout", r"\bEI0002\b|error code is 507048|Notify register times out",
        "CANN HCCL_EXEC_TIMEOUT (ascend.md §5c)"),
     _p("hccl_timeout", "hccl connect timeout", r"\bEI0006\b|Getting socket times out|wait socket establish timeout",
        "CANN HCCL_CONNECT_TIMEOUT (ascend.md §5c)"),
     _p("hccl_timeout", "hccl blocking wait", r"timed out in blocking wait \((?:TORCH_)?HCCL_BLOCKING_WAIT",
        "torch_npu ProcessGroupHCCL.cpp"),
-    _p("hccl_timeout", "nccl watchdog", r"\bNCCL\b.*Watchdog caught collective operation timeout|ProcessGroupNCCL.*timeout",
-       "torch ProcessGroupNCCL.cpp"),
     # --- a process died; the cause is elsewhere or unknown ---
     _p("crash", "ray actor died", r"ActorDiedError|The actor died unexpectedly", "ray.exceptions (verl-0.9.md §5)"),
     _p("crash", "segfault", r"Segmentation fault|SIGSEGV|core dumped|Fatal Python error", "kernel / CPython"),
@@ -150,8 +150,9 @@ def classify(returncode: int | None, scanner: LogScanner, *, steps: int,
 
     `stopped` is why the supervisor ended the process, if it did: `pruned`, `timeout` (whole-trial
     limit), `hang` (startup/stall limit) or `fatal` (a fatal line was printed and the process did not
-    exit by itself); `detail` says which limit. A kill for pruning is the sweeper's decision and wins; otherwise a cause found in
-    the log explains the kill (an HCCL hang, an OOM that left the driver waiting).
+    exit by itself); `detail` says which limit. A kill for pruning is the sweeper's decision and wins;
+    otherwise a cause found in the log explains the kill (an HCCL hang, an OOM that left the driver
+    waiting).
     """
     if stopped == "pruned":
         return Verdict("pruned", "pruned by the sweeper", None)
@@ -159,13 +160,14 @@ def classify(returncode: int | None, scanner: LogScanner, *, steps: int,
     if returncode == 0 and stopped is None:
         if steps > 0:
             return Verdict("completed", "exit 0", None)
-        return Verdict("crash", "exit 0 without a training step",
+        return Verdict("crash", "exit 0 but no training step logged",
                        last_error(scanner.tail) or "the process exited 0 but logged no training step")
     if found is not None:
         pattern, excerpt = found
         return Verdict(pattern.outcome, pattern.label, excerpt)
     if stopped in ("timeout", "hang"):
-        return Verdict(stopped, detail or stopped, last_error(scanner.tail, context=5))
+        last = "\n".join(strip_prefix(l) for l in list(scanner.tail)[-5:])
+        return Verdict(stopped, detail or stopped, _clip(f"{detail or stopped}; last output:\n{last}"))
     if returncode is not None and returncode < 0:
         name = _signal_name(-returncode)
         hint = " (host OOM killer?)" if -returncode == signal.SIGKILL else ""

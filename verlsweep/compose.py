@@ -92,6 +92,9 @@ def build_trial(cfg: DictConfig, *, require_paths: bool = True) -> Trial:
 
     Raises ConfigError naming every offending key before anything can launch.
     """
+    problems = validate.check_resolves(cfg)
+    if problems:
+        raise ConfigError(problems)
     problems = validate.check_rules(cfg)
     path_problems = validate.check_paths(cfg)
     overrides = verl_overrides(cfg, use_schema=bool(cfg.validate.verl))

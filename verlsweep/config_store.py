@@ -17,3 +17,8 @@ def register() -> None:
     node = OmegaConf.create({"verl": {}})
     OmegaConf.set_struct(node.verl, False)
     ConfigStore.instance().store(name=VERL_BASE, node=node)
+
+    # conf/hardware/auto.yaml resolves to an explanation of how to make a profile (planner, issue 5)
+    from verlsweep.plan.detect import register_resolver
+
+    register_resolver()

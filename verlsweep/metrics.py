@@ -14,7 +14,6 @@ import re
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 _STEP = re.compile(r"(?:^|[\s)])step:(\d+)(?= - |\s*$)")
 _NP_SCALAR = re.compile(r"^np\.\w+\((.*)\)$")
@@ -115,6 +114,10 @@ class StepLog:
     def __len__(self) -> int:
         return len(self.steps)
 
+    def training_steps(self) -> int:
+        """Records of training steps; step 0 is verl's validation before training (val_before_train)."""
+        return sum(1 for s in self.steps if s >= 1)
+
     def values(self, metric: str, after: int = 0) -> list[float]:
         return [d[metric] for s, d in sorted(self.steps.items())
                 if s > after and metric in d and not math.isnan(d[metric])]
@@ -149,7 +152,3 @@ def objective(log: StepLog, metric: str, how: str, warmup_steps: int) -> float |
     """
     values = log.values(metric, after=warmup_steps) or log.values(metric)
     return aggregate(values, how)
-
-
-def to_jsonable(value: Any) -> Any:
-    return None if isinstance(value, float) and math.isnan(value) else value

@@ -1,8 +1,11 @@
 """The job Hydra runs for every trial: compose -> (dry run | plan -> run -> track)."""
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import logging
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -10,8 +13,15 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from verlsweep.compose import build_trial
+from verlsweep import knobs
+from verlsweep.compose import COMMAND_JSON, Trial, build_trial
 from verlsweep.errors import ConfigError
+from verlsweep.result import NullReporter, StepReporter, TrialResult
+from verlsweep.runners import TRIAL_DIR_ENV, RunDetails, get_runner
+from verlsweep.runners.process import EXCERPT_FILE, METRICS_FILE
+from verlsweep.tracking import TrackingUnavailable, TrialRun, redact_env
+
+COMMAND_SH = "command.sh"
 
 log = logging.getLogger("verlsweep")
 
@@ -32,13 +42,150 @@ def dry_run(cfg: DictConfig) -> None:
 
 
 def run(cfg: DictConfig) -> Any:
-    """Entry of sweep.py. Returns the trial's measurement to the sweeper (None for a dry run)."""
+    """Entry of sweep.py. Returns the trial's TrialResult to the sweeper (None for a dry run).
+
+    compose -> reporter -> MLflow child run -> preflight -> runner -> finish the run. A single run
+    exits 2 on bad input (nothing tracked) and 1 when the trial did not complete; in a multirun
+    every failure is an outcome returned to the sweeper and tracked like any trial.
+    """
     if cfg.dry_run:
         dry_run(cfg)
         return None
-    trial = build_trial(cfg)
-    trial.write(output_dir())
-    raise NotImplementedError("launching trials arrives with the trial runner (runner=verl)")
+    multirun = is_multirun()
+    out = output_dir()
+    started = time.monotonic()
+
+    try:
+        runner = get_runner(str(cfg.runner.name))
+        trial = build_trial(cfg, require_paths=getattr(runner, "needs_files", True))
+    except ConfigError as exc:
+        if not multirun or isinstance(exc, TrackingUnavailable):
+            raise
+        return _config_error(cfg, exc, out, started)
+
+    reporter = reporter_for(cfg)                                  # issue 3 hook
+    tracked = _start_tracking(cfg)
+    _write_command(trial, out)
+    result, details = None, None
+    try:
+        result = preflight_result(cfg)                            # issue 5 hook
+        if result is None:
+            result = runner.run(cfg, trial, reporter, _trial_env(out, tracked))
+            details = getattr(runner, "details", None)
+    except ConfigError as exc:                                    # the runner refused its input
+        result = TrialResult("config_error", excerpt=str(exc), backend=str(cfg.runner.name))
+        if not multirun:
+            _finish(cfg, tracked, result, None, out, reason="config error")
+            raise
+    except BaseException as exc:                                  # a bug or Ctrl-C: the run must still end
+        result = TrialResult("crash", excerpt=f"{type(exc).__name__}: {exc}", backend=str(cfg.runner.name))
+        _finish(cfg, tracked, result, None, out, reason="verlsweep error")
+        raise
+    if tracked is not None:
+        result.run_id = tracked.run_id
+    _finish(cfg, tracked, result, details, out)
+    return _report(result, out, multirun)
+
+
+# ---- hooks for the sweeper (issue 3) and the planner (issue 5): modules found at runtime, so
+# either can be dropped in without changing this file.
+
+def reporter_for(cfg: DictConfig) -> StepReporter:
+    """`verlsweep.study_link.reporter_for(cfg)` when the sweeper's module exists, else NullReporter."""
+    study_link = _optional("verlsweep.study_link")
+    return study_link.reporter_for(cfg) if study_link is not None else NullReporter()
+
+
+def preflight_result(cfg: DictConfig) -> TrialResult | None:
+    """`verlsweep.plan.preflight(cfg)` when the planner exists: it returns None (no opinion) or a
+    verdict with `feasible: bool` and `reason: str` (optionally `predicted_peak_gb: float`). An
+    infeasible verdict under `plan.enforce` becomes the trial's outcome `infeasible`, nothing launched."""
+    plan = _optional("verlsweep.plan")
+    if plan is None or not hasattr(plan, "preflight"):
+        return None
+    verdict = plan.preflight(cfg)
+    if verdict is None or getattr(verdict, "feasible", True) or not cfg.plan.enforce:
+        if verdict is not None and not getattr(verdict, "feasible", True):
+            log.warning("planner predicts infeasible (plan.enforce=false, launching anyway): %s",
+                        getattr(verdict, "reason", ""))
+        return None
+    return TrialResult("infeasible", peak_memory_gb=getattr(verdict, "predicted_peak_gb", None),
+                       excerpt=str(getattr(verdict, "reason", "predicted infeasible")),
+                       backend=str(cfg.runner.name))
+
+
+def _optional(module: str) -> Any:
+    """The module if it is installed; an ImportError inside it is a real error and propagates."""
+    if importlib.util.find_spec(module) is None:
+        return None
+    return importlib.import_module(module)
+
+
+# ---- tracking around the runner
+
+def _start_tracking(cfg: DictConfig) -> TrialRun | None:
+    if not cfg.tracking.enabled:
+        return None
+    return TrialRun.start(cfg, knobs.knobs(cfg, knobs.job_overrides()))
+
+
+def _trial_env(out: Path, tracked: TrialRun | None) -> dict[str, str]:
+    env = {TRIAL_DIR_ENV: str(out.resolve()), "VERL_FILE_LOGGER_PATH": str((out / METRICS_FILE).resolve())}
+    if tracked is not None:
+        env.update(tracked.env())
+    return env
+
+
+def _write_command(trial: Trial, out: Path) -> list[Path]:
+    """command.json / command.sh of the launched trial, credentials redacted (they become artifacts)."""
+    shown = Trial(argv=trial.argv, env=redact_env(trial.env), entrypoint_len=trial.entrypoint_len)
+    sh = out / COMMAND_SH
+    sh.write_text("#!/usr/bin/env bash\n" + shown.to_bash())
+    return [shown.write(out), sh]
+
+
+def _finish(cfg: DictConfig, tracked: TrialRun | None, result: TrialResult, details: RunDetails | None,
+            out: Path, reason: str | None = None) -> None:
+    if tracked is None:
+        return
+    files = [out / COMMAND_JSON, out / COMMAND_SH, *(details.artifacts if details else [])]
+    if result.excerpt and not any(p.name == EXCERPT_FILE for p in files):
+        excerpt = out / EXCERPT_FILE
+        excerpt.write_text(f"# {result.outcome}\n{result.excerpt}\n")
+        files.append(excerpt)
+    tracked.finish(result, reason=reason or (details.reason if details else result.outcome), artifacts=files,
+                   step_log=details.step_log if details else None, objective_metric=str(cfg.objective.metric))
+
+
+def _config_error(cfg: DictConfig, exc: ConfigError, out: Path, started: float) -> TrialResult:
+    """A multirun trial the config rules rejected: tracked as outcome config_error, nothing launched."""
+    result = TrialResult("config_error", excerpt=str(exc), backend=str(cfg.runner.name),
+                         duration_s=time.monotonic() - started)
+    log.error("trial rejected: %s", exc)
+    tracked = _start_tracking(cfg)
+    if tracked is not None:
+        result.run_id = tracked.run_id
+    _finish(cfg, tracked, result, None, out, reason="config error")
+    return result
+
+
+def _report(result: TrialResult, out: Path, multirun: bool) -> TrialResult:
+    line = f"verlsweep: trial {result.outcome}"
+    if result.objective is not None:
+        line += f", objective {result.objective:.6g}"
+    if result.peak_memory_gb is not None:
+        line += f", peak {result.peak_memory_gb:.2f} GB"
+    line += f", {result.steps} step(s), {result.duration_s:.1f} s, run {result.run_id}, dir {out}"
+    sys.stdout.write(line + "\n")
+    if result.excerpt and not result.ok:
+        sys.stdout.write(f"  {result.excerpt.splitlines()[0][:300]}\n")
+        if result.outcome == "no_devices":
+            sys.stdout.write("  verl found no accelerator: runner=verl needs the NPUs/GPUs the hardware group "
+                             "describes; on a machine without them use runner=estimate.\n")
+    sys.stdout.flush()
+    if not multirun and not result.ok:
+        raise SystemExit(1)
+    return result
 
 
 def is_multirun() -> bool:

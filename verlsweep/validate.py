@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf.errors import InterpolationResolutionError, OmegaConfBaseException
 
 from verlsweep.errors import Problem
 from verlsweep.overrides import flatten
@@ -73,6 +73,24 @@ def tp_choices(cfg: DictConfig) -> list[int]:
         for tp in range(1, world + 1)
         if world % tp == 0 and heads % tp == 0 and (kv % tp == 0 if tp <= kv else tp % kv == 0)
     ]
+
+
+def check_resolves(cfg: DictConfig) -> list[Problem]:
+    """Every interpolation resolves (env vars, ${...} references, hardware=auto's explanation).
+
+    The group nodes go first so a broken group is named itself, not a key that refers to it.
+    """
+    first = [k for k in ("hardware", "model", "algorithm", "data", "paths") if k in cfg]
+    for key in [*first, *(k for k in cfg if k not in first)]:
+        try:
+            value = cfg[key]
+            if OmegaConf.is_config(value):
+                OmegaConf.to_container(value, resolve=True)
+        except InterpolationResolutionError as exc:
+            message = re.sub(r"^\w+ raised while resolving interpolation: ", "", str(exc).splitlines()[0])
+            return [Problem(str(exc.full_key or key), None, message,
+                            rule="interpolation")]
+    return []
 
 
 def check_rules(cfg: DictConfig) -> list[Problem]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import importlib
 
 from verlsweep.errors import ConfigError, Problem
-from verlsweep.runners.base import TRIAL_DIR_ENV, Runner
+from verlsweep.runners.base import TRIAL_DIR_ENV, RunDetails, Runner
 
 # name -> "module:Class"; imported lazily so `estimate` exists only once its module does.
 _REGISTRY: dict[str, str] = {
@@ -13,7 +13,7 @@ _REGISTRY: dict[str, str] = {
     "estimate": "verlsweep.runners.estimate:EstimateRunner",
 }
 
-__all__ = ["Runner", "TRIAL_DIR_ENV", "get_runner", "names"]
+__all__ = ["RunDetails", "Runner", "TRIAL_DIR_ENV", "get_runner", "names"]
 
 
 def names() -> list[str]:

@@ -12,10 +12,14 @@
             VERLSWEEP_TRIAL_DIR (TRIAL_DIR_ENV: the trial's own dir for its log and files).
 
 A runner never raises for a failed trial (that is an outcome); it returns the TrialResult.
+After `run`, a runner may leave `runner.details` (RunDetails): why the outcome was chosen, the
+per-step metrics it read and files worth keeping; the tracker records them when present.
 """
 from __future__ import annotations
 
-from typing import Mapping, Protocol, runtime_checkable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Protocol, runtime_checkable
 
 from omegaconf import DictConfig
 
@@ -35,3 +39,12 @@ class Runner(Protocol):
     def run(self, cfg: DictConfig, trial: Trial, reporter: StepReporter,
             env: Mapping[str, str]) -> TrialResult:
         ...
+
+
+@dataclass
+class RunDetails:
+    """Optional extras of one run for the tracker (not sent to the sweeper)."""
+
+    reason: str = ""                                  # e.g. the matched pattern's label, "exit 0"
+    step_log: Any = None                              # verlsweep.metrics.StepLog of the trial
+    artifacts: list[Path] = field(default_factory=list)   # files to attach to the MLflow run

@@ -1,0 +1,330 @@
+"""The sweep loop: ask a batch -> launch it on the configured Hydra launcher -> tell -> write outputs.
+
+Follows the Sweeper API as Hydra's BasicSweeper uses it (hydra/_internal/core_plugins/
+basic_sweeper.py: the launcher from Plugins.instance().instantiate_launcher, validate_batch_is_legal
+before launching, multirun.yaml in the sweep dir) and hydra-optuna-sweeper's ask/tell batches, with
+what that plugin lacks (shared/reference/peers.md §1): n_trials as the study's total, trials of dead
+sweeps re-run once, failures that never abort the sweep, constraints, pruning through the task.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any, List, Optional, Sequence
+
+import optuna
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.plugins import Plugins
+from hydra.plugins.sweeper import Sweeper
+from hydra.types import HydraContext, TaskFunction
+from omegaconf import DictConfig, OmegaConf
+
+from hydra_plugins.verlsweep_sweeper import _outputs, _results, _space, _study, _tracking
+from hydra_plugins.verlsweep_sweeper._space import SearchSpaceError
+from verlsweep.errors import Problem
+from verlsweep.overrides import format_value
+from verlsweep.result import TrialResult
+from verlsweep.study_link import absolute_storage_url
+
+log = logging.getLogger(__name__)
+
+
+class SweepStopped(RuntimeError):
+    """max_consecutive_failures reached; the outputs so far are written."""
+
+
+class VerlSweepImpl(Sweeper):
+    def __init__(self, sampler: DictConfig, pruner: DictConfig, direction: Any, objectives: Sequence[str],
+                 storage: Optional[str], study_name: Optional[str], n_trials: int, n_jobs: int,
+                 timeout: Optional[float], max_consecutive_failures: int, params: Optional[DictConfig],
+                 enqueue: Sequence[Any], enqueue_recipe: bool, heartbeat_interval: int,
+                 grace_period: Optional[int], long_run: DictConfig) -> None:
+        self.sampler_cfg = sampler
+        self.pruner_cfg = pruner
+        self.direction = direction
+        self.objectives = list(objectives)
+        self.storage = storage
+        self.study_name = study_name
+        self.n_trials = int(n_trials)
+        self.n_jobs = int(n_jobs)
+        self.timeout = timeout
+        self.max_consecutive_failures = int(max_consecutive_failures)
+        self.params = params
+        self.enqueue = [OmegaConf.to_container(e, resolve=True) if OmegaConf.is_config(e) else dict(e)
+                        for e in (enqueue or [])]
+        self.enqueue_recipe = bool(enqueue_recipe)
+        self.heartbeat_interval = int(heartbeat_interval)
+        self.grace_period = grace_period
+        self.long_run = long_run
+        self.hydra_context: Optional[HydraContext] = None
+        self.config: Optional[DictConfig] = None
+        self.launcher = None
+        self.job_idx = 0
+        self._space = _space.SearchSpace()
+
+    # --- Sweeper API -------------------------------------------------------------------------------
+
+    def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
+        self.hydra_context = hydra_context
+        self.config = config
+        self.launcher = Plugins.instance().instantiate_launcher(
+            hydra_context=hydra_context, task_function=task_function, config=config)
+        self.sweep_dir = Path(str(config.hydra.sweep.dir))
+
+    def sweep(self, arguments: List[str]) -> None:
+        assert self.config is not None and self.hydra_context is not None and self.launcher is not None
+        started = time.monotonic()
+        space, directions = self._prepare(arguments)
+        self._space = space
+        dry_run = bool(OmegaConf.select(self.config, "dry_run", default=False))
+        study, raw_storage, url, n_trials = self._open(space, directions, arguments, dry_run)
+        name = study.study_name
+        self.sweep_dir.mkdir(parents=True, exist_ok=True)
+        OmegaConf.save(self.config, self.sweep_dir / "multirun.yaml")
+        parent = None if dry_run else _tracking.start_parent_run(
+            self.config, name, space.describe(), sampler=type(study.sampler).__name__,
+            sweep_name=OmegaConf.select(self.config, "hydra.runtime.choices.sweep", default=None))
+        links = self._link_overrides(name, url, parent)
+        outputs = _outputs.Outputs(self.sweep_dir, self.objectives, list(space.distributions),
+                                   self._compose_launch, url, space.value)
+        status = "FAILED"
+        try:
+            self._loop(study, raw_storage, space, n_trials, links, outputs, started)
+            status = "FINISHED"
+        except KeyboardInterrupt:
+            status = "KILLED"
+            raise
+        finally:
+            # also when stopped: what was measured is on disk and on the terminal
+            try:
+                best = outputs.write(study)
+                _outputs.summary(study, self.objectives, list(space.distributions), best, self.sweep_dir,
+                                 space.value)
+            except Exception as exc:  # noqa: BLE001 - never hide the exception that ended the loop
+                log.error("verlsweep: could not write the sweep outputs: %s", exc)
+            _tracking.finish_parent_run(self.config, parent, status)
+
+    # --- preparation ----------------------------------------------------------------------------------
+
+    def _open(self, space: _space.SearchSpace, directions: list[str], arguments: List[str],
+              dry_run: bool) -> tuple[optuna.Study, Any, str | None, int]:
+        """The study (created, resumed or joined), its raw storage, URL and trial budget."""
+        n_trials = self.n_trials
+        sampler = _study.build_sampler(self.sampler_cfg, space)
+        if isinstance(sampler, optuna.samplers.GridSampler):
+            n_trials = min(n_trials, space.size() or n_trials)
+        cwd = Path(str(OmegaConf.select(self.config, "hydra.runtime.cwd", default=".")))
+        # a dry run composes commands only: an in-memory study, so nothing counts towards n_trials
+        url = None if dry_run or not self.storage else absolute_storage_url(str(self.storage), cwd)
+        name = self.study_name or _study.default_study_name(self.config, space, arguments)
+        study, raw_storage = _study.open_study(url, name, directions, sampler, _study.pruner_spec(self.pruner_cfg),
+                                               self.heartbeat_interval, self.grace_period, space)
+        existing = len(study.get_trials(deepcopy=False))
+        if existing:  # resumed or shared: do not replay the draws the seed made before
+            others = _study.running_elsewhere(study, set())
+            study.sampler = _study.build_sampler(self.sampler_cfg, space,
+                                                 seed_offset=existing + (os.getpid() if others else 0))
+        queued = _study.enqueue(study, self._enqueue_entries(space))
+        log.info("verlsweep: study %s (%s), %s, %s, n_trials=%d (total, %d trial(s) in the study), n_jobs=%d, "
+                 "%d config(s) enqueued", name, url or "in memory" + (" - dry run, nothing recorded" if dry_run else ""),
+                 type(study.sampler).__name__, type(study.pruner).__name__, n_trials, existing, self.n_jobs, queued)
+        for pname, dist in space.distributions.items():
+            log.info("  %s: %s", pname, _space.describe(dist))
+        return study, raw_storage, url, n_trials
+
+    def _prepare(self, arguments: List[str]) -> tuple[_space.SearchSpace, list[str]]:
+        """Everything that can be wrong with the sweep, found before a study or trial exists."""
+        problems: list[Problem] = []
+        if self.n_trials < 1:
+            problems.append(Problem("hydra.sweeper.n_trials", self.n_trials, "a positive integer"))
+        if self.n_jobs < 1:
+            problems.append(Problem("hydra.sweeper.n_jobs", self.n_jobs, "a positive integer"))
+        directions, _ = _study.directions_and_objectives(self.direction, self.objectives)
+        parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
+        params = OmegaConf.to_container(self.params, resolve=True) if self.params else {}
+        space = _space.parse([f"{k}={v}" for k, v in params.items()] + list(arguments), parser)
+        if not space.distributions:
+            problems.append(Problem(_space.PARAMS_KEY, space.fixed or None,
+                                    "at least one swept param (choice/range/interval), e.g. sweep=rollout_memory"))
+        problems += _space.check(space, self.config, self._group_options)
+        if problems:
+            raise SearchSpaceError(problems)
+        return space, directions
+
+    def _group_options(self, key: str) -> list[str]:
+        try:
+            return list(self.hydra_context.config_loader.get_group_options(key.replace(".", "/")))
+        except Exception:  # noqa: BLE001 - not a group
+            return []
+
+    def _enqueue_entries(self, space: _space.SearchSpace) -> list[dict[str, Any]]:
+        """The composed config's own values of the swept params first (the recipe's), then `enqueue`."""
+        entries: list[dict[str, Any]] = []
+        if self.enqueue_recipe:
+            choices = OmegaConf.select(self.config, "hydra.runtime.choices", default={}) or {}
+            recipe = {}
+            for name, dist in space.distributions.items():
+                key = name.lstrip("+~")
+                value = choices.get(key) if key in choices else OmegaConf.select(self.config, key, default=None)
+                try:
+                    if value is not None and dist._contains(dist.to_internal_repr(value)):
+                        recipe[name] = value
+                except (ValueError, TypeError):
+                    pass
+            if len(recipe) == len(space.distributions):
+                entries.append(recipe)
+            else:
+                log.info("enqueue_recipe: the composed values are not all inside the search space; skipped")
+        for entry in self.enqueue:
+            unknown = set(entry) - set(space.distributions)
+            if unknown:
+                raise SearchSpaceError([Problem("hydra.sweeper.enqueue", sorted(unknown),
+                                                f"params of the search space: {', '.join(space.distributions)}")])
+            entries.append(entry)
+        return entries
+
+    def _link_overrides(self, name: str, url: str | None, parent: str | None) -> dict[str, Any]:
+        """Overrides that tie a job to its trial (study_link.reporter_for) and sweep (MLflow parent)."""
+        links: dict[str, Any] = {"trial.study_name": name}
+        if url:
+            links["trial.storage"] = url
+        if parent:
+            links[_tracking.PARENT_RUN_KEY] = parent
+        return links
+
+    def _job_overrides(self, space: _space.SearchSpace, trial: optuna.Trial, links: dict[str, Any]) -> list[str]:
+        out = space.overrides(trial.params)
+        for key, value in {"trial.number": trial.number, **links}.items():
+            plus = "" if OmegaConf.select(self.config, key, default="__missing__") != "__missing__" else "+"
+            out.append(f"{plus}{key}={format_value(value)}")
+        return out
+
+    def _compose_launch(self, overrides: list[str]) -> str:
+        """best_launch.sh: the trial's overrides, the long-run steps, composed and validated as a trial."""
+        from verlsweep.compose import build_trial
+
+        long = [*map(str, self.long_run.overrides), f"trial.steps={int(self.long_run.steps)}"]
+        cfg = self.hydra_context.config_loader.load_sweep_config(self.config, [*overrides, *long])
+        trial = build_trial(cfg, require_paths=False)
+        notes = "".join(f"# warning: {w}\n" for w in trial.warnings)
+        return notes + trial.to_bash()
+
+    # --- the loop -------------------------------------------------------------------------------------
+
+    def _timed_out(self, started: float) -> bool:
+        return self.timeout is not None and time.monotonic() - started >= float(self.timeout)
+
+    def _loop(self, study: optuna.Study, raw_storage: Any, space: _space.SearchSpace, n_trials: int,
+              links: dict[str, Any], outputs: _outputs.Outputs, started: float) -> None:
+        failures: list[_results.Told] = []
+        waited = False
+        with _study.Heartbeat(raw_storage, self.heartbeat_interval) as heartbeat:
+            while True:
+                _study.fail_stale(study)
+                left = _study.remaining(study, n_trials)
+                if self._timed_out(started):
+                    log.warning("verlsweep: timeout of %ss reached, no new trials (%d of %d left)",
+                                self.timeout, left, n_trials)
+                    return
+                if left == 0:
+                    others = _study.running_elsewhere(study, set())
+                    if not others:
+                        return
+                    if not waited:
+                        log.info("verlsweep: all %d trials handed out; waiting for trial(s) %s of another sweep "
+                                 "process (a dead one's go stale after the heartbeat grace period and are re-run)",
+                                 n_trials, others)
+                        waited = True
+                    time.sleep(min(self.heartbeat_interval, 5))
+                    continue
+                waited = False
+                trials = self._ask(study, space, min(self.n_jobs, left), n_trials)
+                if not trials:
+                    continue
+                heartbeat.add(t._trial_id for t in trials)
+                try:
+                    told = self._run_batch(study, space, trials, links)
+                finally:
+                    heartbeat.remove(t._trial_id for t in trials)
+                for t in told:
+                    if t.failed:
+                        failures.append(t)
+                    elif t.outcome != _results.NO_RESULT:
+                        failures.clear()
+                outputs.write(study)
+                if len(failures) >= self.max_consecutive_failures:
+                    raise SweepStopped(self._stop_message(failures))
+
+    def _ask(self, study: optuna.Study, space: _space.SearchSpace, count: int, n_trials: int) -> list[optuna.Trial]:
+        trials = []
+        for _ in range(count):
+            with _study.quiet_optuna():
+                trial = study.ask(fixed_distributions=space.distributions)
+            enqueued = {"fixed_params", "failed_trial"} & set(study._storage.get_trial_system_attrs(trial._trial_id))
+            if not enqueued and _study.over_budget(study, trial.number, n_trials):
+                # another sweep process took the last slot at the same moment: give it back
+                study._storage.set_trial_system_attr(trial._trial_id, _study.OVER_BUDGET_ATTR, True)
+                _results.tell_state(study, trial, state=optuna.trial.TrialState.FAIL)
+                continue
+            trials.append(trial)
+        return trials
+
+    def _run_batch(self, study: optuna.Study, space: _space.SearchSpace, trials: list[optuna.Trial],
+                   links: dict[str, Any]) -> list[_results.Told]:
+        told: list[_results.Told] = []
+        launch, launched = [], []
+        try:
+            for trial in trials:
+                overrides = self._job_overrides(space, trial, links)
+                trial.set_user_attr(_outputs.OVERRIDES_ATTR, overrides)
+                try:
+                    self.validate_batch_is_legal([overrides])
+                except Exception as exc:  # noqa: BLE001 - a trial that cannot compose is this trial's outcome
+                    result = TrialResult("config_error", excerpt=f"{type(exc).__name__}: {exc}")
+                    told.append(self._tell(study, trial, None, result))
+                    continue
+                launch.append(overrides)
+                launched.append(trial)
+            if launch:
+                try:
+                    returns = list(self.launcher.launch(launch, initial_job_idx=self.job_idx))
+                except Exception as exc:  # noqa: BLE001 - e.g. a job submission failed: the batch's outcome
+                    log.error("verlsweep: the launcher failed on this batch: %s", exc)
+                    crash = TrialResult("crash", excerpt=f"launcher: {type(exc).__name__}: {exc}")
+                    returns, launched_results = [], [crash] * len(launched)
+                else:
+                    launched_results = [None] * len(launched)
+                self.job_idx += len(launch)
+                for i, trial in enumerate(launched):
+                    ret = returns[i] if i < len(returns) else None
+                    told.append(self._tell(study, trial, ret, launched_results[i]))
+        except BaseException:
+            # interrupted mid-batch: fail the unfinished trials now and re-enqueue them once
+            _study.abandon(study, [t for t in trials if t.number not in {x.number for x in told}])
+            raise
+        return told
+
+    def _tell(self, study: optuna.Study, trial: optuna.Trial, ret: Any,
+              result: TrialResult | None = None) -> _results.Told:
+        with _study.quiet_optuna():
+            told = _results.tell(study, trial, ret, self.objectives, result=result)
+        names = list(trial.params)
+        params = "  ".join(f"{_outputs.short(k, names)}={self._space.value(k, v)}" for k, v in trial.params.items())
+        values = f" {', '.join(f'{v:.4g}' for v in told.values)}" if told.values and told.outcome == "completed" else ""
+        log.info("verlsweep: trial %d %s%s  %s", trial.number, told.outcome, values, params)
+        if told.failed and told.excerpt:
+            log.info("  %s", told.excerpt.strip().splitlines()[-1][:300])
+        return told
+
+    def _stop_message(self, failures: list[_results.Told]) -> str:
+        last = failures[-1]
+        outcomes = ", ".join(f"{t.number}:{t.outcome}" for t in failures)
+        excerpt = (last.excerpt or "").strip().splitlines()
+        return (f"verlsweep stopped the sweep: {len(failures)} consecutive trials failed ({outcomes}); "
+                f"hydra.sweeper.max_consecutive_failures={self.max_consecutive_failures}.\n"
+                "A run of failures like this usually means a broken environment (devices, drivers, paths, "
+                "a missing package), not a bad config.\n"
+                f"Last failure, trial {last.number} ({last.outcome}): {excerpt[-1][:500] if excerpt else 'no excerpt'}\n"
+                f"Results so far: {self.sweep_dir / _outputs.TRIALS_CSV}. Re-running the same command resumes the study.")

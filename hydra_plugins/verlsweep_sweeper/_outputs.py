@@ -1,0 +1,216 @@
+"""Sweep outputs, rewritten after every batch and at the end, in the sweep dir:
+
+    trials.csv      every trial of the study (all sweep processes): params, outcome, values, memory
+    best.yaml       the best feasible trial (single objective) or the Pareto front (multi-objective)
+    best_launch.sh  the long run: the best trial's overrides recomposed with the long-run steps
+
+and the final summary table on the terminal (rich).
+"""
+from __future__ import annotations
+
+import csv
+import io
+import logging
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+import optuna
+import yaml
+from optuna.trial import FrozenTrial, TrialState
+
+from hydra_plugins.verlsweep_sweeper._results import PLACEHOLDER_ATTR
+from hydra_plugins.verlsweep_sweeper._study import OVER_BUDGET_ATTR
+
+log = logging.getLogger(__name__)
+
+OVERRIDES_ATTR = "overrides"      # user attr: the overrides the trial's job ran with
+TRIALS_CSV = "trials.csv"
+BEST_YAML = "best.yaml"
+BEST_LAUNCH = "best_launch.sh"
+# overrides that tie a job to the sweep; a long run is a single run
+_SWEEP_ONLY = ("trial.number=", "trial.study_name=", "trial.storage=", "tracking.parent_run_id=",
+               "+trial.", "+tracking.parent_run_id=")
+
+
+def _write(path: Path, text: str, mode: int | None = None) -> None:
+    """Replace atomically: a reader (or a second sweep process) never sees half a file."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    if mode is not None:
+        tmp.chmod(mode)
+    tmp.replace(path)
+
+
+def outcome(t: FrozenTrial) -> str:
+    """The trial's outcome; a trial failed without one is one whose sweep process died or was stopped."""
+    return str(t.user_attrs.get("outcome") or ("interrupted" if t.state == TrialState.FAIL else t.state.name.lower()))
+
+
+def reportable(trials: list[FrozenTrial]) -> list[FrozenTrial]:
+    return [t for t in trials if not t.system_attrs.get(OVER_BUDGET_ATTR)]
+
+
+def feasible(trials: list[FrozenTrial]) -> list[FrozenTrial]:
+    return [t for t in trials if t.state == TrialState.COMPLETE and not t.user_attrs.get(PLACEHOLDER_ATTR)
+            and all(v <= 0 for v in t.constraints.values())]
+
+
+def best_trials(study: optuna.Study) -> list[FrozenTrial]:
+    """Single objective: [best feasible trial]; multi-objective: the feasible Pareto front, best
+    first objective first."""
+    trials = feasible(study.get_trials(deepcopy=False))
+    if not trials:
+        return []
+    signs = [1.0 if d == optuna.study.StudyDirection.MAXIMIZE else -1.0 for d in study.directions]
+    key = lambda t: tuple(-s * v for s, v in zip(signs, t.values))  # noqa: E731
+    if len(study.directions) == 1:
+        return [min(trials, key=key)]
+    front = []
+    for t in trials:
+        dominated = any(all(s * o >= s * v for s, o, v in zip(signs, other.values, t.values))
+                        and any(s * o > s * v for s, o, v in zip(signs, other.values, t.values))
+                        for other in trials)
+        if not dominated:
+            front.append(t)
+    return sorted(front, key=key)
+
+
+def launch_overrides(trial: FrozenTrial) -> list[str]:
+    return [o for o in trial.user_attrs.get(OVERRIDES_ATTR, []) if not o.startswith(_SWEEP_ONLY)]
+
+
+_MEASURED = ("objective", "peak_memory_gb")
+
+
+def _params(t: FrozenTrial, shown: Callable[[str, Any], Any]) -> dict[str, Any]:
+    return {k: shown(k, v) for k, v in t.params.items()}
+
+
+def _csv(study: optuna.Study, objectives: list[str], param_names: list[str], shown: Callable[[str, Any], Any]) -> str:
+    extra = [o for o in objectives if o not in _MEASURED]     # other objectives: TrialResult.metrics
+    buf = io.StringIO()
+    writer = csv.writer(buf)
+    writer.writerow(["number", "state", "outcome", *_MEASURED, *extra, "steps", "duration_s", *param_names,
+                     "retry_of", "run_id", "job_dir", "excerpt"])
+    for t in reportable(study.get_trials(deepcopy=False)):
+        metrics = t.user_attrs.get("metrics") or {}
+        excerpt = (t.user_attrs.get("excerpt") or "").strip().splitlines()
+        writer.writerow([t.number, t.state.name, outcome(t),
+                         *[t.user_attrs.get(m) for m in _MEASURED], *[metrics.get(o) for o in extra],
+                         t.user_attrs.get("steps"), t.user_attrs.get("duration_s"),
+                         *[shown(p, t.params.get(p)) for p in param_names], t.system_attrs.get("failed_trial"),
+                         t.user_attrs.get("run_id"), t.user_attrs.get("job_dir"),
+                         excerpt[-1][:300] if excerpt else None])
+    return buf.getvalue()
+
+
+def _entry(t: FrozenTrial, objectives: list[str], shown: Callable[[str, Any], Any]) -> dict[str, Any]:
+    return {
+        "trial_number": t.number,
+        "values": {name: float(v) for name, v in zip(objectives, t.values)},
+        "peak_memory_gb": t.user_attrs.get("peak_memory_gb"),
+        "params": _params(t, shown),
+        "overrides": launch_overrides(t),
+        "run_id": t.user_attrs.get("run_id"),
+    }
+
+
+class Outputs:
+    """Writes the sweep's files. `compose_launch(overrides) -> bash text` builds best_launch.sh;
+    `shown(param, value)` is a param's value as the command line has it (float steps rounded)."""
+
+    def __init__(self, sweep_dir: Path, objectives: list[str], param_names: list[str],
+                 compose_launch: Callable[[list[str]], str], storage_url: str | None,
+                 shown: Callable[[str, Any], Any]) -> None:
+        self.dir = sweep_dir
+        self.objectives = objectives
+        self.param_names = param_names
+        self.shown = shown
+        self.compose_launch = compose_launch
+        self.storage_url = storage_url
+        self._launch_for: int | None = None
+
+    def write(self, study: optuna.Study) -> list[FrozenTrial]:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        _write(self.dir / TRIALS_CSV, _csv(study, self.objectives, self.param_names, self.shown))
+        best = best_trials(study)
+        doc: dict[str, Any] = {"study_name": study.study_name, "storage": self.storage_url,
+                               "directions": [d.name.lower() for d in study.directions],
+                               "objectives": list(self.objectives)}
+        if not best:
+            doc["best"] = None
+            doc["note"] = "no feasible completed trial yet"
+        elif len(study.directions) == 1:
+            doc.update(_entry(best[0], self.objectives, self.shown))
+        else:
+            doc["pareto_front"] = [_entry(t, self.objectives, self.shown) for t in best]
+            doc["launch_trial"] = best[0].number   # best_launch.sh: the front's best first objective
+        doc["launch_script"] = BEST_LAUNCH if best else None
+        _write(self.dir / BEST_YAML, yaml.safe_dump(doc, sort_keys=False))
+        if best and self._launch_for != best[0].number:
+            self._write_launch(best[0], study.study_name)
+        return best
+
+    def _write_launch(self, trial: FrozenTrial, study_name: str) -> None:
+        header = (f"#!/usr/bin/env bash\n# verlsweep: the long run with the knobs of trial {trial.number} of study "
+                  f"{study_name}\n# {', '.join(f'{k}={v}' for k, v in _params(trial, self.shown).items())}\n"
+                  "set -euo pipefail\n")
+        try:
+            body = self.compose_launch(launch_overrides(trial))
+        except Exception as exc:  # noqa: BLE001 - outputs must not end the sweep
+            log.warning("best_launch.sh: could not compose trial %d's overrides: %s", trial.number, exc)
+            body = f"echo 'verlsweep could not compose this command: {str(exc)[:500]!r}' >&2\nexit 1\n"
+        _write(self.dir / BEST_LAUNCH, header + body, mode=0o755)
+        self._launch_for = trial.number
+
+
+def short(name: str, names: list[str]) -> str:
+    """Shortest dotted suffix of `name` that no other param shares."""
+    parts = name.split(".")
+    for n in range(1, len(parts) + 1):
+        suffix = ".".join(parts[-n:])
+        if sum(1 for other in names if other.endswith(suffix)) == 1:
+            return suffix
+    return name
+
+
+def summary(study: optuna.Study, objectives: list[str], param_names: list[str], best: list[FrozenTrial],
+            sweep_dir: Path, shown: Callable[[str, Any], Any]) -> None:
+    import sys
+
+    from rich.console import Console
+    from rich.table import Table
+
+    # a log file or pipe gets the whole table, not rich's 80-column default
+    console = Console(width=None if sys.stdout.isatty() else 200)
+    table = Table(title=f"study {study.study_name}", show_lines=False)
+    table.add_column("#", justify="right")
+    table.add_column("outcome")
+    for name in objectives:
+        table.add_column(name, justify="right")
+    if "peak_memory_gb" not in objectives:
+        table.add_column("peak GB", justify="right")
+    for name in param_names:
+        table.add_column(short(name, param_names))
+    best_numbers = {t.number for t in best}
+    for t in reportable(study.get_trials(deepcopy=False)):
+        measured = t.state == TrialState.COMPLETE and not t.user_attrs.get(PLACEHOLDER_ATTR)
+        values = [f"{v:.4g}" for v in t.values] if measured and t.values else ["-"] * len(objectives)
+        row = [f"{'*' if t.number in best_numbers else ''}{t.number}", str(outcome(t)),
+               *values]
+        if "peak_memory_gb" not in objectives:
+            peak = t.user_attrs.get("peak_memory_gb")
+            row.append(f"{peak:.1f}" if isinstance(peak, (int, float)) else "-")
+        row += [str(shown(p, t.params[p])) if p in t.params else "" for p in param_names]
+        table.add_row(*row, style="bold green" if t.number in best_numbers else None)
+    console.print(table)
+    if best:
+        b = best[0]
+        knobs = "".join(f"\n  {k}={v}" for k, v in _params(b, shown).items())
+        values = ", ".join(f"{n}={v:.4g}" for n, v in zip(objectives, b.values))
+        front = f" (Pareto front: {len(best)} trials, see best.yaml)" if len(best) > 1 else ""
+        console.print(f"[bold]best[/bold] trial {b.number}: {values}{front}{knobs}\n"
+                      f"  -> {sweep_dir / BEST_YAML}, {sweep_dir / BEST_LAUNCH}", soft_wrap=True)
+    else:
+        console.print("[bold red]no feasible completed trial[/bold red]: see trials.csv for the outcomes")

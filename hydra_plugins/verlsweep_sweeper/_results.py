@@ -1,0 +1,175 @@
+"""What a job returned -> what Optuna is told.
+
+    completed                 COMPLETE, values = the TrialResult values named by `objectives`
+    oom, infeasible           COMPLETE with a violated constraint (trial.set_constraint, Optuna 5):
+                              TPE puts such trials in their own group, GP models the constraint, and
+                              best_trial/best_trials skip them. Optuna needs values for a COMPLETE
+                              trial; the placeholder is the worst feasible value seen so far (flagged
+                              PLACEHOLDER_ATTR, never reported as a measurement).
+    pruned                    PRUNED (its reported steps are the study's intermediate values)
+    anything else, exception  FAIL (never aborts the sweep; counts towards max_consecutive_failures)
+
+Every trial gets the same constraint key, feasible or not: Optuna's GP sampler requires it of all
+completed trials (optuna/samplers/_gp/sampler.py _get_constraint_vals_and_feasibility).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from typing import Any
+
+import optuna
+from hydra.core.utils import JobReturn, JobStatus
+from optuna.trial import TrialState
+
+from verlsweep.errors import ConfigError
+from verlsweep.result import CONSTRAINT_OUTCOMES, TrialResult
+
+CONSTRAINT_KEY = "memory"          # > 0: the trial did not fit (oom) or was predicted not to (infeasible)
+PLACEHOLDER_ATTR = "verlsweep.placeholder"
+NO_RESULT = "no_result"            # a job that returned nothing (dry run)
+_EXCERPT_CHARS = 2000
+
+
+@dataclass
+class Told:
+    number: int
+    outcome: str
+    state: TrialState
+    values: list[float] | None
+    excerpt: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        """A failure in the max_consecutive_failures sense (OOM is a finding, not a failure)."""
+        return self.state == TrialState.FAIL and self.outcome != NO_RESULT
+
+
+def _finite(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def result_of(ret: JobReturn | None, objectives: list[str]) -> TrialResult | None:
+    """The job's TrialResult; exceptions become config_error / crash, plain numbers `completed`."""
+    if ret is None:
+        return TrialResult(outcome="crash", excerpt="the launcher returned no result for this job")
+    if ret.status != JobStatus.COMPLETED:
+        exc = ret._return_value
+        outcome = "config_error" if isinstance(exc, ConfigError) else "crash"
+        return TrialResult(outcome=outcome, excerpt=f"{type(exc).__name__}: {exc}"[:_EXCERPT_CHARS])
+    value = ret.return_value
+    if value is None:
+        return None
+    if isinstance(value, TrialResult):
+        return value
+    if isinstance(value, dict) and "outcome" in value:
+        known = {f.name for f in fields(TrialResult)}
+        return TrialResult(**{k: v for k, v in value.items() if k in known})
+    if _finite(value):
+        return TrialResult(outcome="completed", objective=float(value))
+    if isinstance(value, (list, tuple)) and len(value) == len(objectives) and all(_finite(v) for v in value):
+        return TrialResult(outcome="completed", objective=float(value[0]),
+                           metrics={name: float(v) for name, v in zip(objectives, value)})
+    return TrialResult(outcome="crash", excerpt=f"the task returned {type(value).__name__} {value!r:.200}, "
+                                                "not a verlsweep.result.TrialResult")
+
+
+def _measured(result: TrialResult, name: str) -> float | None:
+    value = result.value(name)
+    if value is None and name in result.metrics:
+        value = result.metrics[name]
+    return float(value) if _finite(value) else None
+
+
+def _placeholders(study: optuna.Study, result: TrialResult, objectives: list[str]) -> list[float]:
+    feasible = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+                if not t.user_attrs.get(PLACEHOLDER_ATTR) and all(v <= 0 for v in t.constraints.values())]
+    out = []
+    for i, (name, direction) in enumerate(zip(objectives, study.directions)):
+        seen = [t.values[i] for t in feasible]
+        if seen:
+            out.append(min(seen) if direction == optuna.study.StudyDirection.MAXIMIZE else max(seen))
+        else:
+            own = _measured(result, name)
+            out.append(own if own is not None else 0.0)
+    return out
+
+
+def _job_dir(ret: JobReturn | None) -> str | None:
+    """The job's Hydra output dir (where the runner writes the trial's files)."""
+    try:
+        return str(ret.hydra_cfg.hydra.runtime.output_dir)  # type: ignore[union-attr]
+    except Exception:  # noqa: BLE001 - no job config (never launched)
+        return getattr(ret, "working_dir", None)
+
+
+def _record(trial: optuna.Trial, result: TrialResult, ret: JobReturn | None) -> None:
+    attrs: dict[str, Any] = {
+        "outcome": result.outcome,
+        "objective": result.objective if _finite(result.objective) else None,
+        "peak_memory_gb": result.peak_memory_gb if _finite(result.peak_memory_gb) else None,
+        "steps": result.steps,
+        "duration_s": round(float(result.duration_s or 0.0), 3),
+        "backend": result.backend,
+        "run_id": result.run_id,
+        "excerpt": (result.excerpt or "")[-_EXCERPT_CHARS:] or None,
+        "metrics": {k: float(v) for k, v in (result.metrics or {}).items() if _finite(v)},
+        "job_dir": _job_dir(ret),
+    }
+    for key, value in attrs.items():
+        trial.set_user_attr(key, value)
+
+
+def tell(study: optuna.Study, trial: optuna.Trial, ret: JobReturn | None, objectives: list[str],
+         result: TrialResult | None = None) -> Told:
+    """Tell `trial`'s outcome: from the job's return, or `result` when the job never ran."""
+    if result is None:
+        result = result_of(ret, objectives)
+    if result is None:
+        trial.set_user_attr("outcome", NO_RESULT)
+        trial.set_user_attr("job_dir", _job_dir(ret))
+        tell_state(study, trial, state=TrialState.FAIL)
+        return Told(trial.number, NO_RESULT, TrialState.FAIL, None)
+    _record(trial, result, ret)
+
+    if result.outcome == "completed":
+        values = [_measured(result, name) for name in objectives]
+        if any(v is None for v in values):
+            missing = [n for n, v in zip(objectives, values) if v is None]
+            excerpt = f"completed without a finite value for {', '.join(missing)}"
+            trial.set_user_attr("outcome", "crash")
+            trial.set_user_attr("excerpt", excerpt)
+            tell_state(study, trial, state=TrialState.FAIL)
+            return Told(trial.number, "crash", TrialState.FAIL, None, excerpt)
+        trial.set_constraint(CONSTRAINT_KEY, 0.0)
+        return _tell(study, trial, values, result, TrialState.COMPLETE)
+
+    if result.outcome in CONSTRAINT_OUTCOMES:
+        values = _placeholders(study, result, objectives)
+        trial.set_constraint(CONSTRAINT_KEY, 1.0)
+        trial.set_user_attr(PLACEHOLDER_ATTR, True)
+        return _tell(study, trial, values, result, TrialState.COMPLETE)
+
+    if result.outcome == "pruned":
+        trial.set_constraint(CONSTRAINT_KEY, 0.0)
+        tell_state(study, trial, state=TrialState.PRUNED)
+        return Told(trial.number, "pruned", TrialState.PRUNED, None, result.excerpt)
+
+    tell_state(study, trial, state=TrialState.FAIL)
+    return Told(trial.number, result.outcome, TrialState.FAIL, None, result.excerpt)
+
+
+def _tell(study: optuna.Study, trial: optuna.Trial, values: list[float], result: TrialResult,
+          state: TrialState) -> Told:
+    tell_state(study, trial, values=values)
+    return Told(trial.number, result.outcome, state, values, result.excerpt)
+
+
+def tell_state(study: optuna.Study, trial: optuna.Trial, **kwargs: Any) -> None:
+    try:
+        study.tell(trial, **kwargs)
+    except RuntimeError as exc:
+        # GridSampler calls study.stop() once every grid point was asked, which only works inside
+        # study.optimize; the trial is stored as told by then (optuna/samplers/_grid.py after_trial).
+        if "Study.stop" not in str(exc):
+            raise

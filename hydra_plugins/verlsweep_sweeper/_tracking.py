@@ -1,0 +1,49 @@
+"""The sweep's MLflow parent run (verlsweep/tracking.py, issue 4, owns MLflow; this is the call site).
+
+Contract (verlsweep/tracking.py docstring): `start_sweep_run(cfg, study_name, search_space, ...)`
+before the first trial, `tracking.parent_run_id=<id>` passed to every trial, `finish_sweep_run` at
+the end. Without the tracking module, or with `tracking.enabled=false`, a sweep runs untracked.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import logging
+from typing import Any, Mapping
+
+from omegaconf import DictConfig, OmegaConf
+
+log = logging.getLogger(__name__)
+
+PARENT_RUN_KEY = "tracking.parent_run_id"
+
+
+def _module() -> Any:
+    if not importlib.util.find_spec("verlsweep.tracking"):
+        return None
+    return importlib.import_module("verlsweep.tracking")
+
+
+def start_parent_run(config: DictConfig, study_name: str, search_space: Mapping[str, Any], *,
+                     sampler: str, sweep_name: str | None) -> str | None:
+    """The parent run's id, or None when the sweep is not tracked.
+
+    An unusable store raises verlsweep.tracking.TrackingUnavailable (a ConfigError): before any trial.
+    """
+    if not OmegaConf.select(config, "tracking.enabled", default=False):
+        return None
+    tracking = _module()
+    if tracking is None or not hasattr(tracking, "start_sweep_run"):
+        log.warning("tracking.enabled but verlsweep.tracking has no start_sweep_run: sweep not tracked")
+        return None
+    return tracking.start_sweep_run(config, study_name, dict(search_space), sampler=sampler, sweep_name=sweep_name)
+
+
+def finish_parent_run(config: DictConfig, run_id: str | None, status: str) -> None:
+    if run_id is None:
+        return
+    tracking = _module()
+    try:
+        tracking.finish_sweep_run(config, run_id, status)
+    except Exception as exc:  # noqa: BLE001 - the sweep's results are on disk either way
+        log.warning("could not end MLflow parent run %s as %s: %s", run_id, status, exc)

@@ -1,0 +1,186 @@
+"""Config of the `verlsweep` sweeper (`hydra/sweeper: verlsweep`) and its sampler/pruner groups.
+
+Key names follow hydra-optuna-sweeper where the concept is the same (n_trials, n_jobs, storage,
+study_name, sampler, direction, params; its config.py in hydra's plugins/hydra_optuna_sweeper) so its
+users feel at home; the rest is ours. Registered at import: Hydra imports this module while it scans
+the `hydra_plugins` namespace for plugins, before it composes the config.
+
+Nothing here imports optuna: Hydra imports every plugin module on every run, sweeps or not.
+"""
+# No `from __future__ import annotations`: Hydra executes plugin modules before they are in
+# sys.modules, where dataclasses cannot resolve string annotations.
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
+
+from hydra_plugins.verlsweep_sweeper import _resolvers
+
+# --- samplers (hydra/sweeper/sampler) ------------------------------------------------------------
+# `seed` is settable as hydra.sweeper.sampler.seed for every sampler.
+
+
+@dataclass
+class TPESamplerConfig:
+    """Default. Multivariate TPE; Optuna 5 TPE reads each trial's constraints (trial.set_constraint),
+    so trials told infeasible (OOM) form their own group and steer proposals away from them."""
+
+    _target_: str = "optuna.samplers.TPESampler"
+    seed: Optional[int] = None
+    # verl trials are minutes each: 5 random trials, not Optuna's 10, before TPE takes over
+    # (benchmarks/search_efficiency.py)
+    n_startup_trials: int = 5
+    n_ei_candidates: int = 24
+    multivariate: bool = True
+    group: bool = False
+    constant_liar: bool = True   # parallel trials and sweep processes avoid each other's running ones
+
+
+@dataclass
+class GPSamplerConfig:
+    """Gaussian-process BO; models each constraint with its own GP (optuna/samplers/_gp/sampler.py)."""
+
+    _target_: str = "optuna.samplers.GPSampler"
+    seed: Optional[int] = None
+    n_startup_trials: int = 5
+    deterministic_objective: bool = False
+
+
+@dataclass
+class RandomSamplerConfig:
+    _target_: str = "optuna.samplers.RandomSampler"
+    seed: Optional[int] = None
+
+
+@dataclass
+class GridSamplerConfig:
+    """Every combination once; the grid is built from the search space (discrete params only)."""
+
+    _target_: str = "optuna.samplers.GridSampler"
+    seed: Optional[int] = None
+
+
+@dataclass
+class NSGAIISamplerConfig:
+    """Genetic multi-objective sampler; constraint-aware through the trials' constraints."""
+
+    _target_: str = "optuna.samplers.NSGAIISampler"
+    seed: Optional[int] = None
+    population_size: int = 10     # Optuna's 50 would make a 30-trial verl sweep pure random
+    mutation_prob: Optional[float] = None
+    crossover_prob: float = 0.9
+    swapping_prob: float = 0.5
+
+
+@dataclass
+class QMCSamplerConfig:
+    """Quasi-Monte-Carlo (low-discrepancy) coverage of the space, no model."""
+
+    _target_: str = "optuna.samplers.QMCSampler"
+    seed: Optional[int] = None
+    qmc_type: str = "sobol"
+    scramble: bool = True         # without scrambling the seed would change nothing
+
+
+# --- pruners (hydra/sweeper/pruner) --------------------------------------------------------------
+# A trial reports one value per training step, numbered from 1 as verl numbers them
+# (verlsweep.study_link). Step 1 is warm-up (graph capture, cache allocation): Optuna prunes from
+# step n_warmup_steps on, so 2 leaves step 1 out.
+
+
+@dataclass
+class MedianPrunerConfig:
+    _target_: str = "optuna.pruners.MedianPruner"
+    n_startup_trials: int = 5
+    n_warmup_steps: int = 2
+    interval_steps: int = 1
+    n_min_trials: int = 1
+
+
+@dataclass
+class PercentilePrunerConfig:
+    _target_: str = "optuna.pruners.PercentilePruner"
+    percentile: float = 25.0
+    n_startup_trials: int = 5
+    n_warmup_steps: int = 2
+    interval_steps: int = 1
+    n_min_trials: int = 1
+
+
+@dataclass
+class HyperbandPrunerConfig:
+    _target_: str = "optuna.pruners.HyperbandPruner"
+    min_resource: int = 2
+    max_resource: Any = "auto"    # "auto": the most steps any finished trial reported
+    reduction_factor: int = 3
+
+
+@dataclass
+class NopPrunerConfig:
+    _target_: str = "optuna.pruners.NopPruner"
+
+
+# --- the sweeper ---------------------------------------------------------------------------------
+
+
+@dataclass
+class LongRunConfig:
+    """How best_launch.sh turns the best trial into the real training run."""
+
+    # steps of the seed recipe's reported run (run_qwen3_8b_remax_fsdp_npu.sh, 60 steps; ascend.md §1a)
+    steps: int = 60
+    # a trial switches checkpoints and validation off; the long run wants them back (verl's example
+    # scripts use save_freq=20, test_freq=5; verl-0.9.md §4)
+    overrides: List[str] = field(
+        default_factory=lambda: ["verl.trainer.save_freq=20", "verl.trainer.test_freq=5"]
+    )
+
+
+@dataclass
+class VerlSweepSweeperConf:
+    _target_: str = "hydra_plugins.verlsweep_sweeper.verlsweep_sweeper.VerlSweepSweeper"
+    # the sweeper builds sampler and pruner itself (the grid sampler needs the search space)
+    _recursive_: bool = False
+    defaults: List[Any] = field(default_factory=lambda: [{"sampler": "tpe"}, {"pruner": "median"}])
+
+    sampler: Any = MISSING
+    pruner: Any = MISSING
+    # one value or a list (multi-objective); paired in order with `objectives`
+    direction: Any = "maximize"
+    # TrialResult values the study optimises: objective, peak_memory_gb or a key of TrialResult.metrics
+    objectives: List[str] = field(default_factory=lambda: ["objective"])
+    # Optuna RDB URL; a relative sqlite path is taken from the directory the sweep starts in.
+    # null = in memory (no resume, no pruning across processes).
+    storage: Optional[str] = "sqlite:///verlsweep-optuna.db"
+    # null: <sweep>.<hardware>.<model>.<algorithm>[.<hash of other fixed overrides>]
+    study_name: Optional[str] = None
+    n_trials: int = 20            # the study's total: re-running the same command resumes it
+    n_jobs: int = 1               # trials per batch handed to the Hydra launcher
+    timeout: Optional[float] = None   # seconds; no new batch starts after it
+    max_consecutive_failures: int = 5
+    params: Optional[Dict[str, Any]] = None
+    # known-good configs run first: a list of {param: value}
+    enqueue: List[Dict[str, Any]] = field(default_factory=list)
+    # also run the composed config's own values of the swept params (the recipe's) first
+    enqueue_recipe: bool = True
+    # seconds between heartbeats of in-flight trials; a trial without one for `grace_period`
+    # (default 3x) belongs to a dead sweep: it is failed and its params re-enqueued once
+    heartbeat_interval: int = 30
+    grace_period: Optional[int] = None
+    long_run: LongRunConfig = field(default_factory=LongRunConfig)
+
+
+def register() -> None:
+    cs = ConfigStore.instance()
+    cs.store(group="hydra/sweeper", name="verlsweep", node=VerlSweepSweeperConf, provider="verlsweep")
+    for name, node in (("tpe", TPESamplerConfig), ("gp", GPSamplerConfig), ("random", RandomSamplerConfig),
+                       ("grid", GridSamplerConfig), ("nsgaii", NSGAIISamplerConfig), ("qmc", QMCSamplerConfig)):
+        cs.store(group="hydra/sweeper/sampler", name=name, node=node, provider="verlsweep")
+    for name, node in (("median", MedianPrunerConfig), ("percentile", PercentilePrunerConfig),
+                       ("hyperband", HyperbandPrunerConfig), ("none", NopPrunerConfig)):
+        cs.store(group="hydra/sweeper/pruner", name=name, node=node, provider="verlsweep")
+    _resolvers.register()
+
+
+register()

@@ -1,0 +1,1 @@
+"""Test-only stand-ins for external programs (never imported by the ``verlsweep`` package)."""

@@ -1,0 +1,127 @@
+"""The outcome classifier on real error texts (shared/reference/ascend.md §5c, verl-0.9.md §5)."""
+from __future__ import annotations
+
+import signal
+
+import pytest
+
+from verlsweep.classify import PATTERNS, LogScanner, classify, strip_prefix
+from verlsweep.result import OUTCOMES
+
+# (expected outcome, a real line as printed by the driver or a Ray actor)
+REAL_LINES = [
+    ("oom", "RuntimeError: NPU out of memory. Tried to allocate 2.57 GiB (NPU 0; 60.96 GiB total capacity; "
+            "57.49 GiB already allocated; 57.49 GiB current active; 1.96 GiB free; 57.62 GiB reserved in total by "
+            "PyTorch) If reserved memory is >> allocated memory try setting max_split_size_mb to avoid fragmentation."),
+    ("oom", "(WorkerDict pid=4242) torch.OutOfMemoryError: NPU out of memory. Tried to allocate 674.00 MiB"),
+    ("oom", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.95 GiB. GPU 0 has a total capacity of "
+            "79.11 GiB of which 1.02 GiB is free."),
+    ("oom", "RuntimeError: EL0004: [PID: 1234] The memory allocation failed."),
+    ("oom", "(vLLMHttpServer pid=77) ValueError: Free memory on device (36.08/60.96 GiB) on startup is less than "
+            "desired GPU memory utilization (0.6, 36.58 GiB). Decrease GPU memory utilization or reduce GPU memory "
+            "used by other processes."),
+    ("oom", "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+            "initializing the engine."),
+    ("oom", "ray.exceptions.RayTaskError(OutOfMemoryError): ray::TaskRunnerV1.run() (pid=14249, ip=10.0.0.2)"),
+    ("hccl_timeout", "[Rank 3] Watchdog caught collective operation timeout: WorkHCCL(SeqNum=196, OpType=ALLREDUCE, "
+                     "Timeout(ms)=3600000) ran for 3600185 milliseconds before timing out."),
+    ("hccl_timeout", "EI0002: [PID: 99] 2025-01-01-00:00:00 The wait execution of the Notify register times out. "
+                     "Reason: The Notify register has not received the Notify record from remote rank [unknown]."),
+    ("hccl_timeout", "[W compiler_depend.ts:487] Warning: NPU warning, error code is 507048[Error]:"),
+    ("hccl_timeout", "EI0006: [PID: 14862] Getting socket times out. Reason: Remote Rank did not send the data "
+                     "in time."),
+    ("hccl_timeout", "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE, "
+                     "NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600013 milliseconds before timing out."),
+    ("no_devices", "ValueError: Total available GPUs 0 is less than total desired GPUs 8"),
+    ("no_devices", "RuntimeError: torch_npu detected, but NPU device is not available or visible"),
+    ("crash", "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task."),
+    ("crash", "Fatal Python error: Segmentation fault"),
+    ("config_error", "Could not override 'actor_rollout_ref.rollout.gpu_memory_utilisation'."),
+    ("config_error", "Key 'gpu_memory_utilisation' is not in struct"),
+    ("config_error", "hydra.errors.OverrideParseException: Error parsing override 'a=[1'"),
+]
+
+
+def scan(*lines: str) -> LogScanner:
+    scanner = LogScanner()
+    for line in lines:
+        scanner.feed(line + "\n")
+    return scanner
+
+
+@pytest.mark.parametrize("expected,line", REAL_LINES, ids=[f"{o}-{i}" for i, (o, _) in enumerate(REAL_LINES)])
+def test_real_error_line_classifies_to_its_outcome_and_is_kept_as_excerpt(expected, line):
+    verdict = classify(1, scan("INFO: starting", line, "Set the environment variable HYDRA_FULL_ERROR=1"), steps=0)
+    assert verdict.outcome == expected
+    assert strip_prefix(line) in verdict.excerpt
+
+
+def test_every_pattern_names_a_known_outcome_and_its_source():
+    for pattern in PATTERNS:
+        assert pattern.outcome in OUTCOMES
+        assert pattern.source
+
+
+def test_oom_wins_over_the_hccl_timeouts_and_dead_actors_it_causes():
+    verdict = classify(1, scan(
+        "[Rank 1] Watchdog caught collective operation timeout: WorkHCCL(SeqNum=1, OpType=ALLREDUCE)",
+        "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.",
+        "torch.OutOfMemoryError: NPU out of memory. Tried to allocate 674.00 MiB",
+    ), steps=1)
+    assert verdict.outcome == "oom"
+    assert verdict.reason == "npu out of memory"
+
+
+def test_excerpt_keeps_the_matched_line_and_two_following_lines_without_ray_prefix():
+    verdict = classify(1, scan("(TaskRunnerV1 pid=12, ip=10.0.0.2) ValueError: Total available GPUs 0 is less than "
+                               "total desired GPUs 8", "(TaskRunnerV1 pid=12) line two", "line three", "line four"),
+                       steps=0)
+    assert verdict.excerpt.splitlines() == [
+        "ValueError: Total available GPUs 0 is less than total desired GPUs 8", "line two", "line three"]
+
+
+def test_a_cause_printed_long_before_the_end_is_not_lost_to_the_tail_window():
+    scanner = LogScanner(tail_lines=5)
+    scanner.feed("RuntimeError: NPU out of memory. Tried to allocate 1.00 GiB")
+    for i in range(100):
+        scanner.feed(f"noise {i}")
+    assert classify(1, scanner, steps=0).outcome == "oom"
+
+
+def test_exit_zero_with_steps_is_completed_even_if_an_error_text_was_printed():
+    assert classify(0, scan("WARNING: Failed to allocate pinned buffer, retrying"), steps=5).outcome == "completed"
+
+
+def test_exit_zero_without_any_training_step_is_a_crash_not_a_silent_success():
+    verdict = classify(0, scan("hello"), steps=0)
+    assert verdict.outcome == "crash"
+    assert "no training step" in verdict.reason
+
+
+def test_unexplained_nonzero_exit_is_a_crash_with_the_last_exception_line():
+    verdict = classify(1, scan("Traceback (most recent call last):", '  File "x.py", line 1',
+                               "KeyError: 'reward_model'", "Set the environment variable HYDRA_FULL_ERROR=1"),
+                       steps=0)
+    assert (verdict.outcome, verdict.excerpt) == ("crash", "KeyError: 'reward_model'")
+
+
+def test_death_by_signal_names_the_signal():
+    verdict = classify(-signal.SIGKILL, scan("step:1 - a:1"), steps=1)
+    assert verdict.outcome == "crash"
+    assert "SIGKILL" in verdict.reason
+
+
+def test_prune_wins_over_everything_in_the_log():
+    verdict = classify(-15, scan("NPU out of memory. Tried to allocate 1 GiB"), steps=2, stopped="pruned")
+    assert verdict.outcome == "pruned"
+
+
+@pytest.mark.parametrize("stopped", ["hang", "timeout"])
+def test_a_kill_for_a_limit_is_that_limit_unless_the_log_explains_it(stopped):
+    plain = classify(-15, scan("INFO: pending: 0, running: 8, finished: 0, failure: 0"), steps=0,
+                     stopped=stopped, detail="runner.startup_timeout=3s")
+    assert plain.outcome == stopped
+    assert "runner.startup_timeout=3s" in plain.excerpt and "pending: 0" in plain.excerpt
+    explained = classify(-15, scan("EI0002: The wait execution of the Notify register times out."), steps=0,
+                         stopped=stopped)
+    assert explained.outcome == "hccl_timeout"

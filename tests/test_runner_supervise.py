@@ -1,0 +1,241 @@
+"""Process supervision and the runner loop, with tiny scripts as the trial (fast, no verl, no MLflow)."""
+from __future__ import annotations
+
+import os
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from verlsweep.compose import build_trial, compose_config
+from verlsweep.result import NullReporter
+from verlsweep.runners import TRIAL_DIR_ENV, get_runner
+from verlsweep.runners.process import resolve_entrypoint
+from verlsweep.supervise import MARK_ENV, Supervised, ray_isolation, remove_tree
+
+# Leaves a grandchild in its own session (outside the process group), like a daemonised helper.
+ESCAPER = textwrap.dedent("""
+    import subprocess, sys, time
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
+    print("child", child.pid, flush=True)
+    if sys.argv[1] == "exit":
+        sys.exit(0)
+    time.sleep(120)
+""")
+
+STUBBORN = textwrap.dedent("""
+    import signal, time
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    print("ready", flush=True)
+    time.sleep(120)
+""")
+
+
+def start(tmp_path: Path, script: str, *args: str, lines: list[str] | None = None) -> Supervised:
+    path = tmp_path / "script.py"
+    path.write_text(script)
+    sink = lines if lines is not None else []
+    return Supervised([sys.executable, str(path), *args], dict(os.environ), tmp_path, tmp_path / "trial.log",
+                      sink.append)
+
+
+def wait_for_line(lines: list[str], prefix: str, timeout: float = 10) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for line in lines:
+            if line.startswith(prefix):
+                return line
+        time.sleep(0.02)
+    raise AssertionError(f"no line starting with {prefix!r} in {lines}")
+
+
+def test_stop_kills_the_process_group_and_a_descendant_that_left_it(tmp_path):
+    lines: list[str] = []
+    sup = start(tmp_path, ESCAPER, "stay", lines=lines)
+    child = int(wait_for_line(lines, "child").split()[1])
+    assert os.getpgid(child) != sup.pgid
+    sup.stop(grace_s=2)
+    sup.close(grace_s=2)
+    assert not psutil.pid_exists(child) or psutil.Process(child).status() == psutil.STATUS_ZOMBIE
+    assert sup.proc.returncode is not None
+
+
+def test_close_after_a_normal_exit_stops_processes_the_trial_left_behind(tmp_path):
+    lines: list[str] = []
+    sup = start(tmp_path, ESCAPER, "exit", lines=lines)
+    assert sup.wait(10) == 0
+    child = int(wait_for_line(lines, "child").split()[1])
+    assert psutil.pid_exists(child)
+    assert sup.close(grace_s=2) == [child]
+    assert not psutil.pid_exists(child) or psutil.Process(child).status() == psutil.STATUS_ZOMBIE
+
+
+def test_a_process_ignoring_sigterm_is_killed_after_the_grace_period(tmp_path):
+    lines: list[str] = []
+    sup = start(tmp_path, STUBBORN, lines=lines)
+    wait_for_line(lines, "ready")
+    began = time.monotonic()
+    sup.stop(grace_s=1)
+    sup.close(grace_s=1)
+    assert sup.proc.returncode == -9
+    assert 1 <= time.monotonic() - began < 10
+
+
+def test_output_goes_to_the_log_file_and_the_line_callback(tmp_path):
+    lines: list[str] = []
+    sup = start(tmp_path, "print('hello'); import sys; print('oops', file=sys.stderr)", lines=lines)
+    sup.wait(10)
+    sup.close(grace_s=1)
+    assert sorted(lines) == ["hello\n", "oops\n"]
+    assert sorted((tmp_path / "trial.log").read_text().splitlines()) == ["hello", "oops"]
+
+
+def test_trial_processes_carry_the_marker_variable(tmp_path):
+    lines: list[str] = []
+    sup = start(tmp_path, f"import os; print(os.environ['{MARK_ENV}'])", lines=lines)
+    sup.wait(10)
+    sup.close(grace_s=1)
+    assert lines == [sup.mark + "\n"]
+
+
+def test_ray_gets_a_private_temp_dir_and_never_an_inherited_address():
+    env = {"RAY_ADDRESS": "10.0.0.1:6379"}
+    tmp = ray_isolation(env, None)
+    try:
+        assert "RAY_ADDRESS" not in env
+        assert env["RAY_TMPDIR"] == tmp and os.path.isdir(tmp)
+        assert len(tmp) < 40       # Ray's unix sockets live below it (path limit ~107 bytes)
+    finally:
+        remove_tree(tmp)
+    configured = {}
+    assert ray_isolation(configured, "auto") is None and configured == {"RAY_ADDRESS": "auto"}
+
+
+def test_entrypoint_python_is_this_interpreter_and_relative_files_become_absolute(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text("")
+    argv = resolve_entrypoint(["python", "train.py", "data.x=train.py"], 2)
+    assert argv == [sys.executable, str(tmp_path / "train.py"), "data.x=train.py"]
+
+
+def test_unknown_runner_name_lists_the_known_ones():
+    from verlsweep.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="verl, script, estimate"):
+        get_runner("slurm")
+
+
+# ---- the runner loop (verl runner, a fake trainer script as entrypoint)
+
+FAKE_TRAINER = textwrap.dedent("""
+    import json, os, sys, time
+    mode = sys.argv[1]
+    with open(os.environ["VERL_FILE_LOGGER_PATH"], "wb", buffering=0) as fh:
+        for step in range(1, 6):
+            data = {"perf/throughput": 100.0 * step, "actor/perf/max_memory_reserved_gb": 20.0 + step}
+            if mode != "console_only":
+                fh.write((json.dumps({"step": step, "data": data}) + "\\n").encode())
+            print(f"(TaskRunnerV1 pid=7) step:{step} - perf/throughput:np.float64({100.0 * step})", flush=True)
+            if mode == "oom_linger" and step == 2:
+                print("torch.OutOfMemoryError: NPU out of memory. Tried to allocate 2.00 GiB", flush=True)
+                time.sleep(120)            # a driver waiting on dead actors
+            time.sleep(0.05 if mode != "slow" else 0.5)
+""")
+
+
+class PruneAt:
+    def __init__(self, step: int):
+        self.step, self.seen = step, []
+
+    def report(self, step: int, value: float) -> bool:
+        self.seen.append((step, value))
+        return step >= self.step
+
+
+def run_fake(tmp_path: Path, mode: str, reporter=None, *overrides: str):
+    script = tmp_path / "fake_trainer.py"
+    script.write_text(FAKE_TRAINER)
+    cfg = compose_config(["validate.verl=false", "tracking.enabled=false", "runner.grace_period=2",
+                          f"runner.entrypoint=[python,{script},{mode}]", *overrides])
+    trial = build_trial(cfg, require_paths=False)
+    runner = get_runner("verl")
+    result = runner.run(cfg, trial, reporter or NullReporter(), {TRIAL_DIR_ENV: str(tmp_path / "trial")})
+    return result, runner.details
+
+
+def test_completed_trial_reports_every_step_and_aggregates_after_warmup(tmp_path):
+    reporter = PruneAt(step=99)
+    result, details = run_fake(tmp_path, "ok", reporter)
+    assert result.outcome == "completed" and result.steps == 5
+    assert reporter.seen == [(s, 100.0 * s) for s in range(1, 6)]
+    assert result.objective == pytest.approx(350.0)            # mean of steps 2..5
+    assert result.peak_memory_gb == 25.0
+    assert (tmp_path / "trial" / "trial.log").is_file() and (tmp_path / "trial" / "metrics.jsonl").is_file()
+    assert details.reason == "exit 0"
+
+
+def test_console_lines_are_the_fallback_when_the_file_logger_is_off(tmp_path):
+    result, _ = run_fake(tmp_path, "console_only", None, "objective.aggregate=last")
+    assert result.outcome == "completed" and result.steps == 5 and result.objective == 500.0
+    assert result.peak_memory_gb is None          # the console line carried no memory metric
+
+
+def test_prune_stops_the_trial_at_the_step_the_sweeper_says(tmp_path):
+    reporter = PruneAt(step=2)
+    result, _ = run_fake(tmp_path, "slow", reporter)
+    assert result.outcome == "pruned"
+    assert [s for s, _ in reporter.seen] == [1, 2]
+    assert result.duration_s < 5                   # not the 2.5 s x 5 steps of the whole run
+
+
+def test_fatal_error_with_a_lingering_process_is_stopped_and_classified(tmp_path):
+    result, details = run_fake(tmp_path, "oom_linger", None, "runner.fatal_exit_wait=1")
+    assert result.outcome == "oom"
+    assert "NPU out of memory" in result.excerpt
+    assert result.duration_s < 10
+    assert (tmp_path / "trial" / "excerpt.txt").read_text().startswith("# oom: npu out of memory")
+
+
+# ---- runner=script: a recipe script gets its knobs through env vars, the rest as overrides
+
+RECIPE = """#!/usr/bin/env bash
+# what a verl-ascend-recipe script does: env-overridable knobs, then "$@" forwarded to verl
+ROLLOUT_TP=${ROLLOUT_TP:-2}
+ROLLOUT_GPU_MEM_UTIL=${ROLLOUT_GPU_MEM_UTIL:-0.6}
+echo "recipe tp=$ROLLOUT_TP util=$ROLLOUT_GPU_MEM_UTIL model=$MODEL_PATH args=$*"
+exec python "$FAKE_TRAINER" ok actor_rollout_ref.rollout.tensor_model_parallel_size=$ROLLOUT_TP "$@"
+"""
+
+
+@pytest.mark.parametrize("forward", ["overrides", "all"])
+def test_script_runner_sets_mapped_knobs_in_env_and_forwards_the_rest(tmp_path, forward):
+    trainer = tmp_path / "fake_trainer.py"
+    trainer.write_text(FAKE_TRAINER)
+    script = tmp_path / "run_recipe.sh"
+    script.write_text(RECIPE)
+    cfg = compose_config(["validate.verl=false", "tracking.enabled=false", "runner=script",
+                          f"runner.script={script}", f"runner.forward={forward}", "model.path=/models/tiny",
+                          "verl.actor_rollout_ref.rollout.gpu_memory_utilization=0.45",
+                          f"+env.FAKE_TRAINER={trainer}"])
+    trial = build_trial(cfg, require_paths=False)
+    runner = get_runner("script")
+    result = runner.run(cfg, trial, NullReporter(), {TRIAL_DIR_ENV: str(tmp_path / "trial")})
+    assert result.outcome == "completed" and result.backend == "script"
+    first = (tmp_path / "trial" / "trial.log").read_text().splitlines()[0]
+    assert first.startswith("recipe tp=2 util=0.45 model=/models/tiny args=")
+    args = first.split("args=", 1)[1].split()
+    assert "trainer.total_training_steps=5" in args                # runner.always: the trial's length
+    assert not any(a.startswith("actor_rollout_ref.rollout.gpu_memory_utilization=") for a in args)  # via env
+    assert any(a.startswith("algorithm.adv_estimator=") for a in args) == (forward == "all")
+
+
+def test_script_runner_without_a_script_names_the_key(tmp_path):
+    from verlsweep.errors import ConfigError
+
+    cfg = compose_config(["validate.verl=false", "tracking.enabled=false", "runner=script", "runner.script=null"])
+    with pytest.raises(ConfigError, match="runner.script"):
+        get_runner("script").run(cfg, build_trial(cfg, require_paths=False), NullReporter(),
+                                 {TRIAL_DIR_ENV: str(tmp_path)})

@@ -1,0 +1,158 @@
+"""MLflow tracking: parent run per sweep, child run per trial, statuses, redaction, store checks."""
+from __future__ import annotations
+
+import os
+import socket
+import time
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from verlsweep import tracking
+from verlsweep.compose import compose_config
+from verlsweep.metrics import StepLog
+from verlsweep.result import OUTCOMES, TrialResult
+from verlsweep.tracking import TrackingUnavailable, TrialRun
+
+from tests.trial_helpers import empty_mlflow_db, store  # noqa: F401  (fixtures)
+
+
+def cfg_for(uri: str, *overrides: str):
+    return compose_config(["hardware=a2_64g", "algorithm=remax", "model=qwen3_8b", f"tracking.uri={uri}",
+                           *overrides])
+
+
+def test_relative_sqlite_uri_is_made_absolute_for_trials_running_in_their_own_dir(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    cfg = cfg_for("sqlite:///mlflow.db")
+    assert tracking.tracking_uri(cfg) == f"sqlite:///{tmp_path.resolve()}/mlflow.db"
+
+
+def test_uri_defaults_to_mlflow_tracking_uri_env_and_command_line_wins(monkeypatch):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://mlflow.example:5000")
+    assert compose_config([]).tracking.uri == "http://mlflow.example:5000"
+    assert compose_config(["tracking.uri=sqlite:////x/m.db"]).tracking.uri == "sqlite:////x/m.db"
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")
+    assert compose_config([]).tracking.uri == "sqlite:///mlflow.db"
+
+
+def test_credentials_in_env_names_are_redacted():
+    env = {"HF_TOKEN": "hf_x", "DB_PASSWORD": "p", "AWS_SECRET_ACCESS_KEY": "s", "api_key": "k",
+           "HCCL_EXEC_TIMEOUT": "3600"}
+    assert tracking.redact_env(env) == {"HF_TOKEN": "***", "DB_PASSWORD": "***", "AWS_SECRET_ACCESS_KEY": "***",
+                                        "api_key": "***", "HCCL_EXEC_TIMEOUT": "3600"}
+
+
+@pytest.mark.parametrize("outcome", OUTCOMES)
+def test_every_outcome_maps_to_a_terminal_mlflow_status(outcome):
+    expected = {"completed": "FINISHED", "pruned": "KILLED", "timeout": "KILLED", "hang": "KILLED"}
+    assert tracking.status_for(outcome) == expected.get(outcome, "FAILED")
+
+
+def test_sweep_parent_run_has_group_tags_fixed_params_and_search_space(store):
+    cfg = cfg_for(store)
+    space = {"verl.actor_rollout_ref.rollout.gpu_memory_utilization": "interval(0.4, 0.9)",
+             "verl.actor_rollout_ref.rollout.tensor_model_parallel_size": "choice(1, 2, 4)"}
+    parent = tracking.start_sweep_run(cfg, "remax-a2", space, sampler="TPESampler")
+    client = MlflowClient(store)
+    run = client.get_run(parent)
+    assert client.get_experiment(run.info.experiment_id).name == "remax-a2"
+    assert {k: run.data.tags[k] for k in ("sweep.name", "sweep.hardware", "sweep.algorithm", "sweep.model",
+                                          "sweep.sampler")} == {
+        "sweep.name": "remax-a2", "sweep.hardware": "a2_64g", "sweep.algorithm": "remax", "sweep.model": "qwen3_8b",
+        "sweep.sampler": "TPESampler"}
+    assert run.data.params["algorithm.adv_estimator"] == "remax"
+    assert run.data.params["actor_rollout_ref.actor.fsdp_config.param_offload"] == "True"
+    assert "actor_rollout_ref.rollout.gpu_memory_utilization" not in run.data.params   # swept, not fixed
+    assert [a.path for a in client.list_artifacts(parent)] == ["search_space.json"]
+    tracking.finish_sweep_run(cfg, parent)
+    assert client.get_run(parent).info.status == "FINISHED"
+
+
+def test_trial_run_is_nested_under_the_parent_in_its_experiment_and_never_sets_env(store, monkeypatch):
+    monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)
+    sweep_cfg = cfg_for(store)
+    parent = tracking.start_sweep_run(sweep_cfg, "study-a", {})
+    cfg = cfg_for(store, f"tracking.parent_run_id={parent}", "trial.number=7", "trial.study_name=study-a")
+    run = TrialRun.start(cfg, {"actor_rollout_ref.rollout.gpu_memory_utilization": 0.7, "env.HF_TOKEN": "hf_x"})
+    assert "MLFLOW_RUN_ID" not in os.environ
+    assert run.env() == {"MLFLOW_TRACKING_URI": store, "MLFLOW_RUN_ID": run.run_id}
+    client = MlflowClient(store)
+    child = client.get_run(run.run_id)
+    assert child.info.experiment_id == client.get_run(parent).info.experiment_id
+    assert child.info.status == "RUNNING"
+    assert child.data.tags["mlflow.parentRunId"] == parent
+    assert child.data.tags["trial.number"] == "7"
+    assert child.data.tags["sweep.model"] == "qwen3_8b"
+    assert child.data.params == {"actor_rollout_ref.rollout.gpu_memory_utilization": "0.7", "env.HF_TOKEN": "***"}
+
+
+def test_single_run_has_no_parent_and_goes_to_the_default_experiment(store):
+    run = TrialRun.start(cfg_for(store), {})
+    child = MlflowClient(store).get_run(run.run_id)
+    assert "mlflow.parentRunId" not in child.data.tags
+    assert MlflowClient(store).get_experiment(child.info.experiment_id).name == "verlsweep"
+
+
+@pytest.mark.parametrize("outcome,status", [("completed", "FINISHED"), ("oom", "FAILED"), ("pruned", "KILLED")])
+def test_finish_records_outcome_measurements_artifacts_and_status(store, tmp_path, outcome, status):
+    run = TrialRun.start(cfg_for(store), {})
+    excerpt = tmp_path / "excerpt.txt"
+    excerpt.write_text("NPU out of memory\n")
+    result = TrialResult(outcome, objective=812.5, peak_memory_gb=41.25, steps=3, excerpt="NPU out of memory")
+    run.finish(result, reason="npu out of memory", artifacts=[excerpt, tmp_path / "missing.txt"])
+    client = MlflowClient(store)
+    done = client.get_run(run.run_id)
+    assert done.info.status == status
+    assert done.data.tags["trial.outcome"] == outcome
+    assert done.data.metrics["objective"] == 812.5 and done.data.metrics["peak_memory_gb"] == 41.25
+    assert [a.path for a in client.list_artifacts(run.run_id)] == ["excerpt.txt"]
+
+
+def test_steps_verl_could_not_log_are_backfilled_from_its_file_logger(store):
+    run = TrialRun.start(cfg_for(store), {})
+    steps = StepLog()
+    for step in (1, 2, 3):
+        steps.add(step, {"perf/throughput": 100.0 * step, "val-core/openai/gsm8k/acc/mean@1": 0.5}, "file")
+    run.finish(TrialResult("completed", objective=250.0, steps=3), reason="exit 0", step_log=steps,
+               objective_metric="perf/throughput")
+    client = MlflowClient(store)
+    history = client.get_metric_history(run.run_id, "perf/throughput")
+    assert [(m.step, m.value) for m in history] == [(1, 100.0), (2, 200.0), (3, 300.0)]
+    assert "val-core/openai/gsm8k/acc/mean_at_1" in client.get_run(run.run_id).data.metrics
+
+
+def test_steps_verl_did_log_are_not_duplicated(store):
+    run = TrialRun.start(cfg_for(store), {})
+    MlflowClient(store).log_metric(run.run_id, "perf/throughput", 100.0, step=1)
+    steps = StepLog()
+    steps.add(1, {"perf/throughput": 100.0}, "file")
+    run.finish(TrialResult("completed", steps=1), reason="exit 0", step_log=steps, objective_metric="perf/throughput")
+    assert len(MlflowClient(store).get_metric_history(run.run_id, "perf/throughput")) == 1
+
+
+def test_unwritable_sqlite_store_fails_naming_tracking_uri(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(TrackingUnavailable, match="tracking.uri"):
+        TrialRun.start(cfg_for(f"sqlite:///{blocker}/sub/mlflow.db"), {})
+
+
+def test_unreachable_server_fails_fast_naming_tracking_uri():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]          # bound, never listening: connection refused
+        started = time.monotonic()
+        with pytest.raises(TrackingUnavailable, match=r"tracking\.uri='http://127\.0\.0\.1"):
+            tracking.start_sweep_run(cfg_for(f"http://127.0.0.1:{port}"), "s", {})
+    assert time.monotonic() - started < 10
+
+
+def test_artifacts_of_a_sqlite_store_live_beside_it_not_in_the_working_dir(store, tmp_path, monkeypatch):
+    workdir = tmp_path / "elsewhere"
+    workdir.mkdir()
+    monkeypatch.chdir(workdir)
+    run = TrialRun.start(cfg_for(store), {})
+    artifact_uri = MlflowClient(store).get_run(run.run_id).info.artifact_uri
+    assert artifact_uri.startswith((tmp_path / "mlruns" / "verlsweep").as_uri())
+    assert not (workdir / "mlruns").exists()

@@ -1,0 +1,5 @@
+import sys
+
+from verlsweep.plan.cli import main
+
+sys.exit(main())

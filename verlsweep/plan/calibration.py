@@ -1,0 +1,146 @@
+"""The planner's constants and the known points they are fitted to, kept in one data file.
+
+`calibration.yaml` beside this module holds both, each with its source. `plan.calibration` (a path)
+points the planner at another file, e.g. one written by `python -m verlsweep.plan refit`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+DEFAULT_PATH = Path(__file__).with_name("calibration.yaml")
+
+
+@dataclass(frozen=True)
+class Constants:
+    """Every tunable number of the memory and throughput models (values live in the YAML)."""
+
+    # expected sequence lengths (when plan.prompt_tokens / plan.response_tokens are unset)
+    prompt_tokens: float
+    response_mean_tokens: float      # mean of the unclipped response-length distribution
+    response_shape: float            # its gamma shape
+    # memory
+    runtime_context_gb: float        # per process holding a device context (trainer, vLLM worker)
+    graph_pool_base_gb: float
+    graph_pool_per_size_gb: float
+    piecewise_graph_factor: float    # PIECEWISE modes capture per layer piece: bigger pools
+    logits_bytes: float              # bytes live per token x vocab in an update micro batch
+    forward_logits_bytes: float      # the same in a no-grad log-prob pass
+    activation_factor: float         # scales the per-layer activation estimate
+    fragmentation: float             # allocator reserved / allocated on the trainer side
+    host_process_gb: float           # host RAM per device for Ray/vLLM worker processes
+    # throughput
+    decode_bw_efficiency: float      # achieved / peak HBM bandwidth while decoding
+    train_mfu: float                 # achieved / peak bf16 FLOPs in training passes
+    prefill_mfu: float
+    graph_step_overhead_ms: float    # per decode step when the batch fits a captured graph
+    eager_step_overhead_ms: float    # per decode step otherwise (kernel launches)
+    decode_tail: float               # extra decode steps at the end, as a fraction of max response
+    tp_allreduce_us: float           # one TP all-reduce of a decode step (two per layer when TP > 1)
+    step_overhead_s: float           # per training step: reward, advantage, Ray/dispatch
+    host_link_efficiency: float
+    weight_sync_gbs: float           # trainer -> vLLM weight update, per device
+    cpu_adam_params_per_s: float     # host optimizer step (FSDP2 offload_policy), per rank
+
+
+@dataclass(frozen=True)
+class Point:
+    """A configuration with a reported outcome: a recipe that ran, or one reported to fail."""
+
+    id: str
+    source: str
+    hardware: str
+    model: str
+    algorithm: str
+    data: str = "gsm8k"
+    overrides: tuple[str, ...] = ()
+    feasible: bool = True
+    binding: str | None = None          # the constraint a failing point is reported to hit
+    peak_gb: float | None = None        # actor/perf/max_memory_allocated_gb
+    tok_s: float | None = None          # perf/throughput (tokens/s per device)
+    tok_s_range: tuple[float, float] | None = None
+    step_s: float | None = None
+    fit: tuple[str, ...] = ()           # which reported numbers the fit uses: throughput, memory
+    note: str = ""
+
+    def compose_overrides(self) -> list[str]:
+        """Overrides for our conf/ that reproduce the point."""
+        return [f"hardware={self.hardware}", f"model={self.model}", f"algorithm={self.algorithm}",
+                f"data={self.data}", *self.overrides]
+
+
+@dataclass(frozen=True)
+class Calibration:
+    constants: Constants
+    points: tuple[Point, ...]
+    fitted: tuple[str, ...]              # names of the constants a fit may change
+    bounds: dict[str, tuple[float, float]] = field(default_factory=dict)   # of the fitted ones
+    sources: dict[str, str] = field(default_factory=dict)
+    path: Path | None = None
+
+    def point(self, point_id: str) -> Point:
+        for p in self.points:
+            if p.id == point_id:
+                return p
+        raise KeyError(point_id)
+
+
+def _point(raw: dict[str, Any]) -> Point:
+    reported = raw.get("reported") or {}
+    rng = reported.get("tok_s_range")
+    return Point(
+        id=str(raw["id"]), source=str(raw.get("source", "")), hardware=str(raw["hardware"]),
+        model=str(raw["model"]), algorithm=str(raw["algorithm"]), data=str(raw.get("data", "gsm8k")),
+        overrides=tuple(str(o) for o in raw.get("overrides") or ()),
+        feasible=bool(reported.get("feasible", True)), binding=reported.get("binding"),
+        peak_gb=reported.get("peak_gb"), tok_s=reported.get("tok_s"),
+        tok_s_range=tuple(rng) if rng else None, step_s=reported.get("step_s"),
+        fit=tuple(raw.get("fit") or ()), note=str(raw.get("note", "")),
+    )
+
+
+def parse(raw: dict[str, Any], path: Path | None = None) -> Calibration:
+    consts = raw.get("constants") or {}
+    names = [f.name for f in fields(Constants)]
+    missing = [n for n in names if n not in consts]
+    unknown = [n for n in consts if n not in names]
+    if missing or unknown:
+        raise ValueError(f"calibration {path}: missing constants {missing}, unknown constants {unknown}")
+    values = {n: float(consts[n]["value"]) for n in names}
+    return Calibration(
+        constants=Constants(**values),
+        points=tuple(_point(p) for p in raw.get("points") or ()),
+        fitted=tuple(n for n in names if consts[n].get("fit")),
+        bounds={n: tuple(float(b) for b in consts[n]["bounds"]) for n in names if consts[n].get("bounds")},
+        sources={n: str(consts[n].get("source", "")) for n in names},
+        path=path,
+    )
+
+
+@lru_cache(maxsize=8)
+def _load(path: Path, mtime: float) -> Calibration:
+    return parse(yaml.safe_load(path.read_text()), path)
+
+
+def load(path: str | Path | None = None) -> Calibration:
+    """The calibration at `path` (default: the packaged calibration.yaml), cached per file version."""
+    p = Path(path).expanduser() if path else DEFAULT_PATH
+    return _load(p, p.stat().st_mtime)
+
+
+def dump(cal: Calibration, constants: Constants, path: Path, extra_points: list[dict[str, Any]] = (),
+         note: str = "") -> Path:
+    """Write a calibration file: `cal` with `constants` replacing its values (and extra points)."""
+    raw = yaml.safe_load((cal.path or DEFAULT_PATH).read_text())
+    for name, value in vars(constants).items():
+        raw["constants"][name]["value"] = round(float(value), 6)
+    if note:
+        raw["refit"] = note
+    raw["points"] = list(raw.get("points") or []) + list(extra_points)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(raw, sort_keys=False, allow_unicode=True, width=110))
+    return path

@@ -1,0 +1,152 @@
+"""`python -m verlsweep.plan`: the planner's command line.
+
+    python -m verlsweep.plan hardware=a2_64g model=qwen3_8b algorithm=remax      # table (default)
+    python -m verlsweep.plan table hardware=a3_64g model=qwen3_32b --util 0.5,0.7 --all
+    python -m verlsweep.plan detect --name my_a2                                 # runs npu-smi here
+    python -m verlsweep.plan detect --from-npu-smi npu_smi.txt --name my_a2
+    python -m verlsweep.plan detect --torch --name my_gpu
+    python -m verlsweep.plan refit --tracking-uri sqlite:///mlflow.db --experiment my_study --out cal.yaml
+
+Overrides are the sweep's own (Hydra syntax against conf/sweep.yaml), so the table plans exactly what
+`python sweep.py <same overrides>` would launch.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from rich.console import Console
+
+SUBCOMMANDS = ("table", "detect", "refit")
+
+
+def _floats(text: str) -> list[float]:
+    return [float(x) for x in text.split(",") if x.strip()]
+
+
+def _ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x.strip()]
+
+
+def _table_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m verlsweep.plan [table]",
+                                description="Predicted HBM per phase and tokens/s over util x TP x offload.")
+    p.add_argument("overrides", nargs="*", help="sweep overrides, e.g. hardware=a2_64g model=qwen3_8b algorithm=remax")
+    p.add_argument("--util", type=_floats, default=None, help="gpu_memory_utilization values, comma separated")
+    p.add_argument("--tp", type=_ints, default=None, help="rollout TP sizes (default: every valid one)")
+    p.add_argument("--all", action="store_true", help="show every row (default: the best 30)")
+    p.add_argument("--json", action="store_true", help="print the rows as JSON instead of a table")
+    return p
+
+
+def cmd_table(argv: list[str]) -> int:
+    from verlsweep.compose import compose_config
+    from verlsweep.plan.inputs import NotPlannable, from_cfg
+    from verlsweep.plan.table import DEFAULT_UTILS, grid, render
+    from verlsweep.plan.verdict import load_calibration
+    from verlsweep.validate import tp_choices
+
+    args = _table_parser().parse_args(argv)
+    cfg = compose_config(args.overrides)
+    try:
+        inp = from_cfg(cfg)
+    except NotPlannable as exc:
+        print(f"verlsweep.plan: {exc}", file=sys.stderr)
+        return 2
+    cal = load_calibration(cfg)
+    start = time.perf_counter()
+    rows = grid(inp, cal, utils=args.util or DEFAULT_UTILS, tps=args.tp or tp_choices(cfg))
+    elapsed = time.perf_counter() - start
+    if args.json:
+        print(json.dumps([{"util": r.util, "tp": r.tp, "param_offload": r.param_offload,
+                           "optimizer_offload": r.optimizer_offload, **r.verdict.to_dict()} for r in rows],
+                         indent=1, default=float))
+        return 0
+    console = Console(width=None if Console().is_terminal else 140)   # pipes/CI logs: no 80-column fold
+    render(inp, rows, console, limit=None if args.all else 30)
+    console.print(f"{len(rows)} plans in {elapsed * 1e3:.0f} ms")
+    return 0
+
+
+def cmd_detect(argv: list[str]) -> int:
+    from verlsweep import CONF_DIR
+    from verlsweep.plan import detect
+
+    p = argparse.ArgumentParser(prog="python -m verlsweep.plan detect",
+                                description="Write conf/hardware/<name>.yaml for this machine's devices.")
+    p.add_argument("--name", required=True, help="profile name: use it as hardware=<name>")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--from-npu-smi", type=Path, metavar="FILE", help="recorded `npu-smi info` output")
+    src.add_argument("--torch", action="store_true", help="ask torch.npu / torch.cuda instead of npu-smi")
+    p.add_argument("--host-memory-gb", type=float, help="host RAM per node (default: this machine's)")
+    p.add_argument("--nnodes", type=int, default=1)
+    for key in ("bf16-tflops", "hbm-bandwidth-gbs", "host-link-gbs"):
+        p.add_argument(f"--{key}", type=float, help="needed when the chip is not in KNOWN_CHIPS")
+    p.add_argument("--conf-dir", type=Path, default=CONF_DIR, help=argparse.SUPPRESS)
+    p.add_argument("--force", action="store_true", help="overwrite an existing profile")
+    args = p.parse_args(argv)
+    overrides = {"bf16_tflops": args.bf16_tflops, "hbm_bandwidth_gbs": args.hbm_bandwidth_gbs,
+                 "host_link_gbs": args.host_link_gbs}
+    host = args.host_memory_gb if args.host_memory_gb is not None else detect.host_memory_gb()
+    try:
+        if args.torch:
+            import torch
+
+            try:
+                import torch_npu  # noqa: F401  (registers torch.npu)
+            except ImportError:
+                pass
+            profile = detect.profile_from_torch(torch, name=args.name, host_memory_gb=host, overrides=overrides)
+        else:
+            text = args.from_npu_smi.read_text() if args.from_npu_smi else detect.run_npu_smi()
+            profile = detect.profile_from_devices(detect.parse_npu_smi(text), name=args.name,
+                                                  host_memory_gb=host, overrides=overrides)
+        profile.nnodes = args.nnodes
+        path = detect.write_profile(profile, args.conf_dir, force=args.force)
+    except detect.DetectError as exc:
+        print(f"verlsweep.plan detect: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {path}: {profile.devices_per_node} x {profile.chip}, {profile.hbm_total_gb:.1f} GiB "
+          f"({profile.idle_reserved_gb:.2f} reserved); use hardware={profile.name}")
+    return 0
+
+
+def cmd_refit(argv: list[str]) -> int:
+    from verlsweep.plan import refit
+
+    p = argparse.ArgumentParser(prog="python -m verlsweep.plan refit",
+                                description="Fit the planner's constants to an MLflow experiment's trials.")
+    p.add_argument("--tracking-uri", required=True)
+    p.add_argument("--experiment", required=True)
+    p.add_argument("--calibration", type=Path, help="start from this file (default: the packaged one)")
+    p.add_argument("--out", type=Path, required=True, help="write the refitted calibration here "
+                   "(use it with plan.calibration=<path>)")
+    p.add_argument("--without-known-points", action="store_true", help="fit the experiment's trials only")
+    p.add_argument("--warmup-steps", type=int, default=1)
+    args = p.parse_args(argv)
+    try:
+        cal, got, result = refit.refit(args.tracking_uri, args.experiment, calibration=args.calibration,
+                                       with_known_points=not args.without_known_points,
+                                       warmup_steps=args.warmup_steps)
+    except ValueError as exc:
+        print(f"verlsweep.plan refit: {exc}", file=sys.stderr)
+        return 2
+    for rid, why in got.skipped.items():
+        print(f"skipped {rid}: {why}")
+    if got.redacted:
+        print(f"params stored redacted, their composed values used instead: {', '.join(sorted(got.redacted))}")
+    print(f"{len(got.runs)} trials used; worst relative error {result.worst('before'):.1%} -> {result.worst():.1%}")
+    for name, (old, new) in result.changed.items():
+        print(f"  {name}: {old:.4g} -> {new:.4g}")
+    path = refit.write(cal, result, got, args.experiment, args.tracking_uri, args.out)
+    print(f"wrote {path}; plan with it: plan.calibration={path}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = argv.pop(0) if argv and argv[0] in SUBCOMMANDS else "table"
+    return {"table": cmd_table, "detect": cmd_detect, "refit": cmd_refit}[command](argv)

@@ -1,0 +1,231 @@
+"""A hardware profile (conf/hardware/<name>.yaml) for a device the repo does not know yet.
+
+Sources, in order of preference:
+* `npu-smi info` text (run now, or recorded in a file): chip name, number of devices (A3 cards show
+  two chips, each a device to verl) and HBM used / total per device (shared/reference/ascend.md §5b);
+* torch: `torch.npu` / `torch.cuda` device count, name and `mem_get_info` (free, total).
+
+What no tool reports (peak bf16 FLOPs, HBM bandwidth, host link) comes from KNOWN_CHIPS by chip name
+or from the command line; an unknown chip without them is refused rather than guessed.
+"""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+MIB = 1024**2
+GIB = 1024**3
+
+# Per chip: verl MFU denominators and ascend.md §3 (bandwidths marked unverified there).
+KNOWN_CHIPS: dict[str, dict[str, float]] = {
+    "910B1": {"bf16_tflops": 354, "hbm_bandwidth_gbs": 1600, "host_link_gbs": 64},
+    "910B2": {"bf16_tflops": 354, "hbm_bandwidth_gbs": 1600, "host_link_gbs": 64},
+    "910B2C": {"bf16_tflops": 354, "hbm_bandwidth_gbs": 1600, "host_link_gbs": 64},
+    "910B3": {"bf16_tflops": 313, "hbm_bandwidth_gbs": 1600, "host_link_gbs": 64},
+    "910B4": {"bf16_tflops": 280, "hbm_bandwidth_gbs": 800, "host_link_gbs": 64},
+    "910B4-1": {"bf16_tflops": 280, "hbm_bandwidth_gbs": 1600, "host_link_gbs": 64},
+    "Ascend910": {"bf16_tflops": 354, "hbm_bandwidth_gbs": 1600, "host_link_gbs": 64},   # A3 die
+    "A100": {"bf16_tflops": 312, "hbm_bandwidth_gbs": 2039, "host_link_gbs": 32},
+    "H100": {"bf16_tflops": 989, "hbm_bandwidth_gbs": 3350, "host_link_gbs": 64},
+    "H800": {"bf16_tflops": 989, "hbm_bandwidth_gbs": 3350, "host_link_gbs": 64},
+    "H200": {"bf16_tflops": 989, "hbm_bandwidth_gbs": 4800, "host_link_gbs": 64},
+    "H20": {"bf16_tflops": 148, "hbm_bandwidth_gbs": 4000, "host_link_gbs": 64},
+}
+
+# `| 0     910B3               | OK            | ...` : the NPU row of a device block
+_NPU_ROW = re.compile(r"^\|\s*(\d+)\s+(\S+)\s*\|\s*([A-Za-z]+)\s*\|")
+# `| 0                         | 0000:C1:00.0  | 0  0 / 0  3369 / 65536 |` : a chip row (A3: `| 1   1 |`)
+_CHIP_ROW = re.compile(r"^\|\s*(\d+)(?:\s+(\d+))?\s*\|\s*([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d)"
+                       r"\s*\|.*?(\d+)\s*/\s*(\d+)\s*\|\s*$")
+
+
+class DetectError(RuntimeError):
+    """Nothing usable was found; the message says what to do instead."""
+
+
+@dataclass
+class Device:
+    npu: int
+    chip: int
+    name: str
+    hbm_used_mb: float
+    hbm_total_mb: float
+
+
+@dataclass
+class Profile:
+    """What goes under `hardware:` in the written YAML."""
+
+    name: str
+    device: str
+    chip: str
+    devices_per_node: int
+    hbm_total_gb: float
+    hbm_usable_gb: float
+    idle_reserved_gb: float
+    bf16_tflops: float
+    hbm_bandwidth_gbs: float
+    host_link_gbs: float
+    host_memory_gb: float
+    nnodes: int = 1
+    notes: list[str] = field(default_factory=list)
+
+    def hardware_node(self, description: str) -> dict[str, Any]:
+        return {
+            "name": self.name, "description": description, "device": self.device,
+            "devices_per_node": self.devices_per_node, "nnodes": self.nnodes,
+            "hbm_total_gb": round(self.hbm_total_gb, 2), "hbm_usable_gb": round(self.hbm_usable_gb, 2),
+            "idle_reserved_gb": round(self.idle_reserved_gb, 2), "bf16_tflops": self.bf16_tflops,
+            "hbm_bandwidth_gbs": self.hbm_bandwidth_gbs, "host_link_gbs": self.host_link_gbs,
+            "host_memory_gb": round(self.host_memory_gb, 1),
+        }
+
+
+def parse_npu_smi(text: str) -> list[Device]:
+    """Devices of an `npu-smi info` table: one per chip row, named by the NPU row above it.
+
+    The process table at the bottom (`| NPU Chip | Process id | ...`) has no Bus-Id column and is
+    skipped by construction.
+    """
+    devices: list[Device] = []
+    current: tuple[int, str] | None = None
+    for line in text.splitlines():
+        line = line.rstrip()
+        chip = _CHIP_ROW.match(line)
+        if chip and current is not None:
+            chip_id = int(chip.group(1))
+            devices.append(Device(npu=current[0], chip=chip_id, name=current[1],
+                                  hbm_used_mb=float(chip.group(4)), hbm_total_mb=float(chip.group(5))))
+            current = None
+            continue
+        npu = _NPU_ROW.match(line)
+        if npu and not npu.group(2).startswith(("Name", "Chip")):
+            current = (int(npu.group(1)), npu.group(2))
+    return devices
+
+
+def profile_from_devices(devices: list[Device], *, name: str, host_memory_gb: float,
+                         overrides: dict[str, float] | None = None) -> Profile:
+    if not devices:
+        raise DetectError("no device rows found in the npu-smi text (expected `| <id>  <chip> | OK | ...` "
+                          "followed by a `| <chip> | <bus-id> | ... used / total |` row per device)")
+    chips = {d.name for d in devices}
+    totals = {d.hbm_total_mb for d in devices}
+    if len(chips) > 1 or len(totals) > 1:
+        raise DetectError(f"mixed devices on one node ({sorted(chips)}, HBM {sorted(totals)} MB): "
+                          "write one profile per device type")
+    chip = devices[0].name
+    total_gb = devices[0].hbm_total_mb * MIB / GIB
+    # the least-used device is the best view of the idle reservation (others may run jobs)
+    idle_gb = min(d.hbm_used_mb for d in devices) * MIB / GIB
+    notes = [f"from npu-smi: {len(devices)} devices of {chip}, {devices[0].hbm_total_mb:.0f} MB each, "
+             f"least used {idle_gb * 1024:.0f} MB"]
+    if idle_gb > 0.1 * total_gb:
+        notes.append("every device was busy: idle_reserved_gb includes other processes' memory")
+    perf = _chip_numbers(chip, overrides or {})
+    return Profile(
+        name=name, device="npu", chip=chip, devices_per_node=len(devices), hbm_total_gb=total_gb,
+        # torch's total capacity is HBM minus the driver's share (60.96 GiB on a 64 GiB 910B3);
+        # npu-smi cannot show it, total - idle is the estimate
+        hbm_usable_gb=total_gb - idle_gb, idle_reserved_gb=idle_gb, host_memory_gb=host_memory_gb,
+        notes=notes, **perf,
+    )
+
+
+def profile_from_torch(torch_mod: Any, *, name: str, host_memory_gb: float,
+                       overrides: dict[str, float] | None = None) -> Profile:
+    """Profile from torch's view of the devices (`torch.npu` with torch_npu, else `torch.cuda`)."""
+    for kind in ("npu", "cuda"):
+        backend = getattr(torch_mod, kind, None)
+        if backend is not None and backend.is_available() and backend.device_count() > 0:
+            break
+    else:
+        raise DetectError("torch sees no NPU or GPU here; run detect on the accelerator node, or pass "
+                          "--from-npu-smi FILE with `npu-smi info` output recorded there")
+    count = backend.device_count()
+    free, total = backend.mem_get_info(0)
+    chip = str(backend.get_device_name(0))
+    perf = _chip_numbers(chip, overrides or {})
+    usable_gb = total / GIB
+    return Profile(
+        name=name, device=kind, chip=chip, devices_per_node=count,
+        # torch's total is already net of the driver's share; what this process sees in use is the rest
+        hbm_total_gb=usable_gb, hbm_usable_gb=usable_gb, idle_reserved_gb=(total - free) / GIB,
+        host_memory_gb=host_memory_gb,
+        notes=[f"from torch.{kind}: {count} x {chip}, mem_get_info free {free / GIB:.2f} / total {usable_gb:.2f} GiB"],
+        **perf,
+    )
+
+
+def _chip_numbers(chip: str, overrides: dict[str, float]) -> dict[str, float]:
+    keys = ("bf16_tflops", "hbm_bandwidth_gbs", "host_link_gbs")
+    known = next((v for k, v in KNOWN_CHIPS.items() if k.lower() == chip.lower()), None)
+    if known is None:   # torch names: "NVIDIA H100 80GB HBM3" -> H100
+        known = next((v for k, v in sorted(KNOWN_CHIPS.items(), key=lambda kv: -len(kv[0]))
+                      if re.search(rf"\b{re.escape(k)}\b", chip, re.IGNORECASE)), None)
+    out = {k: overrides[k] for k in keys if overrides.get(k) is not None}
+    missing = [k for k in keys if k not in out and known is None]
+    if missing:
+        raise DetectError(f"chip {chip!r} is not in verlsweep.plan.detect.KNOWN_CHIPS: pass "
+                          + ", ".join(f"--{k.replace('_', '-')}" for k in missing))
+    return {k: float(out.get(k, known[k] if known else 0.0)) for k in keys}
+
+
+def run_npu_smi() -> str:
+    exe = shutil.which("npu-smi")
+    if exe is None:
+        raise DetectError("npu-smi is not on PATH; on another machine record `npu-smi info > npu_smi.txt` "
+                          "and pass --from-npu-smi npu_smi.txt, or use --torch on the accelerator node")
+    return subprocess.run([exe, "info"], check=True, capture_output=True, text=True, timeout=60).stdout
+
+
+def host_memory_gb() -> float:
+    import psutil
+
+    return psutil.virtual_memory().total / GIB
+
+
+def write_profile(profile: Profile, conf_dir: Path, *, force: bool = False) -> Path:
+    """conf/hardware/<name>.yaml in the shape of the shipped profiles (device defaults + `hardware:`)."""
+    if not re.fullmatch(r"[A-Za-z][\w-]*", profile.name):
+        raise DetectError(f"--name {profile.name!r}: letters, digits, '_' or '-', starting with a letter")
+    if profile.name == "auto":
+        raise DetectError("--name auto is reserved for the `hardware=auto` placeholder")
+    path = conf_dir / "hardware" / f"{profile.name}.yaml"
+    if path.exists() and not force:
+        raise DetectError(f"{path} exists; pass --force to overwrite it")
+    description = f"{profile.devices_per_node}x {profile.chip}, detected by `python -m verlsweep.plan detect`"
+    header = ["# @package _global_", f"# {description}."]
+    header += [f"# {n}" for n in profile.notes]
+    header.append("# bf16_tflops / hbm_bandwidth_gbs / host_link_gbs: verlsweep.plan.detect.KNOWN_CHIPS or the "
+                  "command line; host_memory_gb: the machine detect ran on (or --host-memory-gb).")
+    body = {"defaults": [{"/device": profile.device}], "hardware": profile.hardware_node(description)}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(header) + "\n" + yaml.safe_dump(body, sort_keys=False))
+    return path
+
+
+# --- hardware=auto ---------------------------------------------------------------------------------
+
+AUTO_RESOLVER = "verlsweep.hardware_auto"
+
+
+def _hardware_auto(*_: Any) -> Any:
+    raise DetectError(
+        "hardware=auto has no profile to use yet: on the accelerator node run "
+        "`python -m verlsweep.plan detect --name <name>` (or `--from-npu-smi FILE` with recorded "
+        "`npu-smi info` output), which writes conf/hardware/<name>.yaml, then pass hardware=<name>")
+
+
+def register_resolver() -> None:
+    """`${verlsweep.hardware_auto:}`, used by conf/hardware/auto.yaml: resolving it explains what to do."""
+    from omegaconf import OmegaConf
+
+    if not OmegaConf.has_resolver(AUTO_RESOLVER):
+        OmegaConf.register_new_resolver(AUTO_RESOLVER, _hardware_auto)

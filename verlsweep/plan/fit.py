@@ -1,0 +1,90 @@
+"""Fit the planner's `fit: true` constants to measured points (relative least squares).
+
+A sample is one measured number of one configuration: its tokens/s (perf/throughput) or its trainer
+peak (actor/perf/max_memory_allocated_gb). Residuals are log(predicted / measured), so a 10 % miss
+weighs the same at 60 tok/s and at 600. Bounds keep constants physical (calibration.yaml `bounds`).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from verlsweep.plan.calibration import Calibration, Constants
+from verlsweep.plan.inputs import PlanInputs
+from verlsweep.plan.memory import expected_lengths, plan_memory
+from verlsweep.plan.throughput import plan_throughput
+
+KINDS = ("throughput", "memory")
+
+
+@dataclass(frozen=True)
+class Sample:
+    label: str
+    inputs: PlanInputs
+    kind: str            # throughput | memory
+    measured: float
+
+
+def predict(sample: Sample, c: Constants) -> float:
+    lengths = expected_lengths(sample.inputs, c)
+    if sample.kind == "memory":
+        return plan_memory(sample.inputs, c, lengths=lengths).trainer_peak_gb
+    kv_tokens = plan_memory(sample.inputs, c).kv_tokens
+    return plan_throughput(sample.inputs, c, lengths, kv_tokens).tok_s
+
+
+def relative_errors(samples: list[Sample], c: Constants) -> list[float]:
+    return [predict(s, c) / s.measured - 1.0 for s in samples]
+
+
+@dataclass
+class FitResult:
+    constants: Constants
+    before: list[float]           # relative errors with the starting constants
+    after: list[float]
+    changed: dict[str, tuple[float, float]]
+
+    def worst(self, which: str = "after") -> float:
+        errors = getattr(self, which)
+        return max((abs(e) for e in errors), default=0.0)
+
+
+def fit(cal: Calibration, samples: list[Sample], start: Constants | None = None) -> FitResult:
+    """Least-squares fit of cal.fitted constants that the samples can inform.
+
+    A constant only moves if some sample's kind depends on it (memory samples inform logits_bytes,
+    throughput samples the efficiencies), so a memory-only data set leaves the throughput constants alone.
+    """
+    from scipy.optimize import least_squares
+
+    start = start or cal.constants
+    kinds = {s.kind for s in samples}
+    names = [n for n in cal.fitted if _informed(n, kinds)]
+    before = relative_errors(samples, start)
+    if not names or not samples:
+        return FitResult(start, before, before, {})
+
+    def build(x) -> Constants:
+        return replace(start, **{n: float(v) for n, v in zip(names, x)})
+
+    def residuals(x) -> list[float]:
+        c = build(x)
+        return [math.log(max(predict(s, c), 1e-9) / s.measured) for s in samples]
+
+    lo = [cal.bounds.get(n, (1e-6, math.inf))[0] for n in names]
+    hi = [cal.bounds.get(n, (1e-6, math.inf))[1] for n in names]
+    x0 = [min(max(getattr(start, n), a), b) for n, a, b in zip(names, lo, hi)]
+    result = least_squares(residuals, x0, bounds=(lo, hi), x_scale="jac")
+    fitted = build(result.x)
+    return FitResult(fitted, before, relative_errors(samples, fitted),
+                     {n: (getattr(start, n), getattr(fitted, n)) for n in names})
+
+
+_MEMORY_CONSTANTS = {"logits_bytes", "forward_logits_bytes", "activation_factor", "fragmentation",
+                     "prompt_tokens", "response_mean_tokens", "response_shape"}
+
+
+def _informed(name: str, kinds: set[str]) -> bool:
+    if "throughput" in kinds:
+        return True                     # throughput depends on lengths and memory (KV) too
+    return name in _MEMORY_CONSTANTS

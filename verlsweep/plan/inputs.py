@@ -1,0 +1,448 @@
+"""What the planner needs from one composed sweep config, read once into plain dataclasses.
+
+Everything comes from the config that would be launched (cfg.hardware, cfg.model, cfg.verl, cfg.env,
+cfg.plan). A verl key the config leaves unset takes verl 0.9.1's own default (VERL_DEFAULTS, checked
+against the installed verl by tests/test_plan_inputs.py), so the planner needs neither verl nor
+torch and plans a grid of variants without composing anything again (`dataclasses.replace`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import yaml
+from omegaconf import DictConfig, OmegaConf
+
+GIB = 1024**3
+
+# verl 0.9.1 defaults of the keys read here (verl/trainer/config/_generated_ppo_trainer.yaml).
+VERL_DEFAULTS: dict[str, Any] = {
+    "data.train_batch_size": 1024,
+    "data.max_prompt_length": 512,
+    "data.max_response_length": 512,
+    "algorithm.adv_estimator": "gae",
+    "algorithm.use_kl_in_reward": False,
+    "critic.enable": None,
+    "critic.strategy": "fsdp",
+    "critic.fsdp.param_offload": False,
+    "critic.fsdp.optimizer_offload": False,
+    "critic.fsdp.offload_policy": False,
+    "critic.fsdp.model_dtype": "fp32",
+    "critic.fsdp.fsdp_size": -1,
+    "critic.ulysses_sequence_parallel_size": 1,
+    "critic.ppo_micro_batch_size_per_gpu": None,
+    "critic.ppo_max_token_len_per_gpu": 32768,
+    "critic.ppo_epochs": 1,
+    "critic.model.enable_gradient_checkpointing": True,
+    "actor_rollout_ref.model.enable_gradient_checkpointing": True,
+    "actor_rollout_ref.model.use_remove_padding": True,
+    "actor_rollout_ref.model.lora_rank": 0,
+    "actor_rollout_ref.actor.strategy": "fsdp",
+    "actor_rollout_ref.actor.ppo_mini_batch_size": 256,
+    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": None,
+    "actor_rollout_ref.actor.use_dynamic_bsz": False,
+    "actor_rollout_ref.actor.ppo_max_token_len_per_gpu": 16384,
+    "actor_rollout_ref.actor.ppo_epochs": 1,
+    "actor_rollout_ref.actor.use_kl_loss": False,
+    "actor_rollout_ref.actor.entropy_coeff": 0,
+    "actor_rollout_ref.actor.calculate_entropy": False,
+    "actor_rollout_ref.actor.ulysses_sequence_parallel_size": 1,
+    "actor_rollout_ref.actor.entropy_from_logits_with_chunking": False,
+    "actor_rollout_ref.actor.entropy_from_logits_chunk_size": 2048,
+    "actor_rollout_ref.actor.entropy_checkpointing": False,
+    "actor_rollout_ref.actor.fsdp_config.param_offload": False,
+    "actor_rollout_ref.actor.fsdp_config.optimizer_offload": False,
+    "actor_rollout_ref.actor.fsdp_config.offload_policy": False,
+    "actor_rollout_ref.actor.fsdp_config.model_dtype": "fp32",
+    "actor_rollout_ref.actor.fsdp_config.fsdp_size": -1,
+    "actor_rollout_ref.actor.fsdp_config.ulysses_sequence_parallel_size": 1,
+    "actor_rollout_ref.ref.fsdp_config.model_dtype": "fp32",
+    "actor_rollout_ref.ref.fsdp_config.ulysses_sequence_parallel_size": 1,
+    "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": None,
+    "actor_rollout_ref.rollout.tensor_model_parallel_size": 2,
+    "actor_rollout_ref.rollout.gpu_memory_utilization": 0.5,
+    "actor_rollout_ref.rollout.n": 1,
+    "actor_rollout_ref.rollout.max_num_seqs": 256,
+    "actor_rollout_ref.rollout.max_num_batched_tokens": 8192,
+    "actor_rollout_ref.rollout.max_model_len": None,
+    "actor_rollout_ref.rollout.enforce_eager": False,
+    "actor_rollout_ref.rollout.free_cache_engine": True,
+    "actor_rollout_ref.rollout.enable_chunked_prefill": True,
+    "actor_rollout_ref.rollout.cudagraph_capture_sizes": None,
+    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": None,
+    "trainer.use_v1": True,
+}
+
+# verl's vLLM server default when no compilation_config.cudagraph_mode is given
+# (verl/workers/rollout/vllm_rollout/vllm_async_server.py).
+DEFAULT_CUDAGRAPH_MODE = "FULL_AND_PIECEWISE"
+_DTYPE_BYTES = {"fp32": 4, "float32": 4, "bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2}
+_VLLM = "actor_rollout_ref.rollout.engine_kwargs.vllm.compilation_config"
+
+
+class NotPlannable(ValueError):
+    """The config is outside what the planner models (e.g. a Megatron engine, SGLang rollout)."""
+
+
+@dataclass(frozen=True)
+class Hardware:
+    name: str
+    device: str
+    devices_per_node: int
+    nnodes: int
+    hbm_total_gb: float
+    hbm_usable_gb: float
+    idle_reserved_gb: float
+    bf16_tflops: float
+    hbm_bandwidth_gbs: float
+    host_link_gbs: float
+    host_memory_gb: float
+
+    @property
+    def world(self) -> int:
+        return self.devices_per_node * self.nnodes
+
+    @property
+    def capacity_gb(self) -> float:
+        """What processes can allocate on one device.
+
+        npu-smi's total minus the runtime's idle reservation, capped by what torch reports as total
+        capacity (hbm_usable_gb, the figure vLLM multiplies by gpu_memory_utilization): the two
+        describe the same gap, so the smaller is used rather than subtracting it twice.
+        """
+        return min(self.hbm_usable_gb, self.hbm_total_gb - self.idle_reserved_gb)
+
+
+@dataclass(frozen=True)
+class Model:
+    name: str
+    params: float                 # parameter count
+    num_layers: int
+    hidden_size: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    intermediate_size: int
+    vocab_size: int
+    tie_word_embeddings: bool
+    max_position_embeddings: int | None
+
+    @property
+    def embedding_params(self) -> float:
+        return float(self.vocab_size * self.hidden_size)
+
+    @property
+    def head_params(self) -> float:
+        """lm_head parameters that are not shared with the embedding."""
+        return 0.0 if self.tie_word_embeddings else self.embedding_params
+
+    @property
+    def layer_params(self) -> float:
+        return (self.params - self.embedding_params - self.head_params) / self.num_layers
+
+    def kv_bytes_per_token(self, tp: int, dtype_bytes: int = 2) -> float:
+        """K and V of every layer for one token on one TP rank; KV heads are replicated when TP
+        exceeds them (vLLM's GQA rule), hence at least one head per rank."""
+        heads = max(1, self.num_key_value_heads // tp) if tp <= self.num_key_value_heads else 1
+        return 2.0 * self.num_layers * heads * self.head_dim * dtype_bytes
+
+
+@dataclass(frozen=True)
+class Role:
+    """One FSDP worker role on the trainer side: actor, ref or critic."""
+
+    name: str
+    params: float
+    dtype_bytes: int              # fsdp_config.model_dtype: the dtype FSDP stores params/grads/Adam in
+    shard: int                    # FSDP shard group size
+    strategy: str                 # fsdp | fsdp2
+    param_offload: bool
+    optimizer_offload: bool
+    offload_policy: bool          # params/grads/optimizer live on the host the whole time
+    trains: bool
+    sp: int
+    dynamic_bsz: bool
+    max_token_len: int            # per device (before the SP split verl multiplies it by SP)
+    micro_batch: int | None       # sequences per micro batch when not dynamic
+    forward_max_token_len: int
+    forward_micro_batch: int | None
+    grad_ckpt: bool
+    vocab_head: bool              # computes logits over the vocabulary (not the critic)
+    entropy_chunking: bool
+    entropy_checkpointing: bool
+    entropy_chunk: int
+    entropy_in_update: bool
+    epochs: int
+    lora: bool = False
+
+
+@dataclass(frozen=True)
+class Rollout:
+    tp: int
+    util: float
+    n: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    max_model_len: int
+    enforce_eager: bool
+    free_cache_engine: bool
+    cudagraph_mode: str
+    capture_sizes: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class PlanInputs:
+    hardware: Hardware
+    model: Model
+    rollout: Rollout
+    actor: Role
+    ref: Role | None
+    critic: Role | None
+    algorithm: str                # verl adv_estimator
+    train_batch_size: int
+    mini_batch_size: int
+    max_prompt_length: int
+    max_response_length: int
+    prompt_tokens: float | None   # expected mean prompt length; None: the calibration's `lengths`
+    response_tokens: float | None  # expected mean response length; None: the calibration's length model
+    hccl_buffsize_mb: float
+    margin_gb: float
+    legacy_trainer: bool
+
+    @property
+    def extra_generations_per_prompt(self) -> int:
+        """ReMax generates one greedy response per prompt for its baseline (verl ray_trainer.py)."""
+        return 1 if self.algorithm == "remax" else 0
+
+    def with_knobs(self, *, util: float | None = None, tp: int | None = None,
+                   param_offload: bool | None = None, optimizer_offload: bool | None = None) -> PlanInputs:
+        """The same trial with other rollout/offload knobs (the table's grid)."""
+        rollout = replace(self.rollout, **{k: v for k, v in (("util", util), ("tp", tp)) if v is not None})
+        changes = {k: v for k, v in (("param_offload", param_offload), ("optimizer_offload", optimizer_offload))
+                   if v is not None}
+        actor = replace(self.actor, **changes)
+        critic = replace(self.critic, **changes) if self.critic is not None else None
+        return replace(self, rollout=rollout, actor=actor, critic=critic)
+
+
+class _Verl:
+    """cfg.verl values by verl key path, falling back to verl's defaults."""
+
+    def __init__(self, cfg: DictConfig):
+        self.node = cfg.get("verl") or OmegaConf.create({})
+
+    def has(self, path: str) -> bool:
+        return OmegaConf.select(self.node, path, default=None) is not None
+
+    def get(self, path: str, default: Any = None) -> Any:
+        value = OmegaConf.select(self.node, path, default=None)
+        if value is not None:
+            return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+        if path in VERL_DEFAULTS and VERL_DEFAULTS[path] is not None:
+            return VERL_DEFAULTS[path]
+        return default
+
+    def first(self, *paths: str, default: Any = None) -> Any:
+        for path in paths:
+            if self.has(path):
+                return self.get(path)
+        return self.get(paths[-1], default)
+
+
+def _dtype_bytes(value: Any, key: str) -> int:
+    try:
+        return _DTYPE_BYTES[str(value).lower()]
+    except KeyError:
+        raise NotPlannable(f"{key}={value!r}: the planner knows {', '.join(sorted(_DTYPE_BYTES))}") from None
+
+
+def _sizes(value: Any) -> tuple[int, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):      # recipes pass them as a string, e.g. "[4, 8, 12]"
+        value = yaml.safe_load(value)
+    return tuple(sorted(int(v) for v in value))
+
+
+def default_capture_sizes(max_num_seqs: int) -> tuple[int, ...]:
+    """The shape of vLLM's default cudagraph capture list when none is given: 1, 2, 4, then steps of 8
+    to 256 and of 16 beyond, up to min(2 x max_num_seqs, 512) (vllm/config/vllm.py); only its length
+    matters here (graph pool size)."""
+    top = min(2 * max_num_seqs, 512)
+    sizes = [1, 2, 4, *range(8, 256, 8), *range(256, top + 1, 16)]
+    return tuple(s for s in sizes if s <= top)
+
+
+def _need_ref(v: _Verl) -> bool:
+    # verl/trainer/ppo/utils.py need_reference_policy
+    return bool(v.get("algorithm.use_kl_in_reward")) or bool(v.get("actor_rollout_ref.actor.use_kl_loss"))
+
+
+def _need_critic(v: _Verl) -> bool:
+    # verl/trainer/ppo/utils.py need_critic: explicit critic.enable wins, else GAE needs one
+    enable = v.get("critic.enable")
+    if enable is not None:
+        return bool(enable)
+    return v.get("algorithm.adv_estimator") == "gae"
+
+
+def _shard(fsdp_size: int, world: int) -> int:
+    return world if fsdp_size in (-1, None) or fsdp_size > world else int(fsdp_size)
+
+
+def _actor_sp(v: _Verl) -> int:
+    # the deprecated actor.ulysses_sequence_parallel_size is copied into fsdp_config when > 1
+    # (verl/workers/config/actor.py FSDPActorConfig.__post_init__)
+    old = int(v.get("actor_rollout_ref.actor.ulysses_sequence_parallel_size") or 1)
+    new = int(v.get("actor_rollout_ref.actor.fsdp_config.ulysses_sequence_parallel_size") or 1)
+    return old if old > 1 else new
+
+
+def from_cfg(cfg: DictConfig) -> PlanInputs:
+    """Read a composed sweep config. Raises NotPlannable for what the model does not cover (another
+    rollout or training engine, an unknown dtype, a hardware profile missing a number it needs)."""
+    v = _Verl(cfg)
+    hw_node = cfg.get("hardware")
+    model_node = cfg.get("model")
+    if hw_node is None or model_node is None:
+        raise NotPlannable("the config has no hardware/model node")
+    missing = [f"hardware.{k}" for k in Hardware.__dataclass_fields__ if k not in ("name", "device")
+               and OmegaConf.select(hw_node, k, default=None) is None]
+    if missing:
+        raise NotPlannable(f"hardware profile {hw_node.get('name')!r} lacks {', '.join(missing)}")
+
+    rollout_name = v.get("actor_rollout_ref.rollout.name", "vllm")
+    if rollout_name != "vllm":
+        raise NotPlannable(f"verl.actor_rollout_ref.rollout.name={rollout_name!r}: the planner models vLLM only")
+    strategy = str(v.get("actor_rollout_ref.actor.strategy"))
+    if strategy not in ("fsdp", "fsdp2"):
+        raise NotPlannable(f"verl.actor_rollout_ref.actor.strategy={strategy!r}: the planner models fsdp/fsdp2")
+
+    hardware = Hardware(
+        name=str(hw_node.name), device=str(hw_node.device),
+        **{k: (int if k in ("devices_per_node", "nnodes") else float)(hw_node[k])
+           for k in Hardware.__dataclass_fields__ if k not in ("name", "device")},
+    )
+    model = Model(
+        name=str(model_node.name), params=float(model_node.params_b) * 1e9,
+        num_layers=int(model_node.num_layers), hidden_size=int(model_node.hidden_size),
+        num_attention_heads=int(model_node.num_attention_heads),
+        num_key_value_heads=int(model_node.num_key_value_heads), head_dim=int(model_node.head_dim),
+        intermediate_size=int(model_node.intermediate_size), vocab_size=int(model_node.vocab_size),
+        tie_word_embeddings=bool(model_node.tie_word_embeddings),
+        max_position_embeddings=(int(model_node.max_position_embeddings)
+                                 if model_node.get("max_position_embeddings") is not None else None),
+    )
+    world = hardware.world
+    prompt_len = int(v.get("data.max_prompt_length"))
+    response_len = int(v.get("data.max_response_length"))
+
+    max_num_seqs = int(v.get("actor_rollout_ref.rollout.max_num_seqs"))
+    sizes = _sizes(v.get(f"{_VLLM}.cudagraph_capture_sizes")) or _sizes(
+        v.get("actor_rollout_ref.rollout.cudagraph_capture_sizes")) or default_capture_sizes(max_num_seqs)
+    # verl leaves max_model_len to vLLM, which takes the model's max_position_embeddings
+    # (vllm_async_server.py _validate_configs); without that number, prompt + response is assumed.
+    max_model_len = v.get("actor_rollout_ref.rollout.max_model_len") or model.max_position_embeddings \
+        or prompt_len + response_len
+    rollout = Rollout(
+        tp=int(v.get("actor_rollout_ref.rollout.tensor_model_parallel_size")),
+        util=float(v.get("actor_rollout_ref.rollout.gpu_memory_utilization")),
+        n=int(v.get("actor_rollout_ref.rollout.n")),
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=int(v.get("actor_rollout_ref.rollout.max_num_batched_tokens")),
+        max_model_len=int(max_model_len),
+        enforce_eager=bool(v.get("actor_rollout_ref.rollout.enforce_eager")),
+        free_cache_engine=bool(v.get("actor_rollout_ref.rollout.free_cache_engine")),
+        cudagraph_mode=str(v.get(f"{_VLLM}.cudagraph_mode", DEFAULT_CUDAGRAPH_MODE)).upper(),
+        capture_sizes=sizes,
+    )
+
+    a = "actor_rollout_ref.actor"
+    actor_dynamic = bool(v.get(f"{a}.use_dynamic_bsz"))
+    actor_max_tok = int(v.get(f"{a}.ppo_max_token_len_per_gpu"))
+    entropy_kwargs = dict(
+        entropy_chunking=bool(v.get(f"{a}.entropy_from_logits_with_chunking")),
+        entropy_checkpointing=bool(v.get(f"{a}.entropy_checkpointing")),
+        entropy_chunk=int(v.get(f"{a}.entropy_from_logits_chunk_size")),
+    )
+    lora = int(v.get("actor_rollout_ref.model.lora_rank") or 0) > 0
+    actor = Role(
+        name="actor", params=model.params,
+        dtype_bytes=_dtype_bytes(v.get(f"{a}.fsdp_config.model_dtype"), f"verl.{a}.fsdp_config.model_dtype"),
+        shard=_shard(v.get(f"{a}.fsdp_config.fsdp_size"), world), strategy=strategy,
+        param_offload=bool(v.get(f"{a}.fsdp_config.param_offload")),
+        optimizer_offload=bool(v.get(f"{a}.fsdp_config.optimizer_offload")),
+        # CPUOffloadPolicy is FSDP2-only (verl/workers/engine/fsdp/transformer_impl.py)
+        offload_policy=strategy == "fsdp2" and bool(v.get(f"{a}.fsdp_config.offload_policy")),
+        trains=True, sp=_actor_sp(v), dynamic_bsz=actor_dynamic, max_token_len=actor_max_tok,
+        micro_batch=v.get(f"{a}.ppo_micro_batch_size_per_gpu"),
+        forward_max_token_len=int(v.first("actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu",
+                                          f"{a}.ppo_max_token_len_per_gpu")),
+        forward_micro_batch=v.get("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu"),
+        grad_ckpt=bool(v.get("actor_rollout_ref.model.enable_gradient_checkpointing")),
+        vocab_head=True,
+        entropy_in_update=bool(v.get(f"{a}.calculate_entropy")) or float(v.get(f"{a}.entropy_coeff") or 0) != 0,
+        epochs=int(v.get(f"{a}.ppo_epochs")), lora=lora, **entropy_kwargs,
+    )
+
+    ref = None
+    if _need_ref(v) and not lora:   # with LoRA the ref is the actor with adapters disabled
+        r = "actor_rollout_ref.ref"
+        ref_strategy = str(v.get(f"{r}.strategy", strategy))
+        ref_sp = int(v.get(f"{r}.fsdp_config.ulysses_sequence_parallel_size") or 1)
+        ref = replace(
+            actor, name="ref",
+            dtype_bytes=_dtype_bytes(v.get(f"{r}.fsdp_config.model_dtype"), f"verl.{r}.fsdp_config.model_dtype"),
+            shard=_shard(v.get(f"{r}.fsdp_config.fsdp_size", -1), world), strategy=ref_strategy,
+            # verl 0.9.1 always keeps a forward-only model on the host (FSDP1 CPUOffload / FSDP2
+            # CPUOffloadPolicy, transformer_impl.py), whatever ref.fsdp_config.param_offload says.
+            param_offload=True, optimizer_offload=True, offload_policy=True, trains=False,
+            sp=ref_sp if ref_sp > 1 else actor.sp,
+            forward_max_token_len=int(v.first(f"{r}.log_prob_max_token_len_per_gpu",
+                                              "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu",
+                                              f"{a}.ppo_max_token_len_per_gpu")),
+            forward_micro_batch=v.get(f"{r}.log_prob_micro_batch_size_per_gpu"),
+            entropy_chunking=bool(v.get(f"{r}.entropy_from_logits_with_chunking",
+                                        entropy_kwargs["entropy_chunking"])),
+        )
+
+    critic = None
+    if _need_critic(v):
+        c = "critic"
+        c_strategy = str(v.get(f"{c}.strategy", strategy))
+        c_dynamic = bool(v.get(f"{c}.use_dynamic_bsz", actor_dynamic))
+        c_max_tok = int(v.get(f"{c}.ppo_max_token_len_per_gpu"))
+        critic = Role(
+            name="critic", params=model.params - model.head_params, shard=_shard(v.get(f"{c}.fsdp.fsdp_size"), world),
+            dtype_bytes=_dtype_bytes(v.get(f"{c}.fsdp.model_dtype"), "verl.critic.fsdp.model_dtype"),
+            strategy=c_strategy,
+            param_offload=bool(v.get(f"{c}.fsdp.param_offload")),
+            optimizer_offload=bool(v.get(f"{c}.fsdp.optimizer_offload")),
+            offload_policy=c_strategy == "fsdp2" and bool(v.get(f"{c}.fsdp.offload_policy")),
+            trains=True, sp=int(v.get(f"{c}.ulysses_sequence_parallel_size") or 1),
+            dynamic_bsz=c_dynamic, max_token_len=c_max_tok,
+            micro_batch=v.get(f"{c}.ppo_micro_batch_size_per_gpu"),
+            forward_max_token_len=int(v.get(f"{c}.forward_max_token_len_per_gpu", c_max_tok)),
+            forward_micro_batch=v.get(f"{c}.forward_micro_batch_size_per_gpu", v.get(f"{c}.ppo_micro_batch_size_per_gpu")),
+            grad_ckpt=bool(v.get(f"{c}.model.enable_gradient_checkpointing")), vocab_head=False,
+            entropy_chunking=False, entropy_checkpointing=False, entropy_chunk=0, entropy_in_update=False,
+            epochs=int(v.get(f"{c}.ppo_epochs")),
+        )
+
+    plan = cfg.get("plan") or {}
+    env = cfg.get("env") or {}
+    hccl = env.get("HCCL_BUFFSIZE") if hardware.device == "npu" else None
+    return PlanInputs(
+        hardware=hardware, model=model, rollout=rollout, actor=actor, ref=ref, critic=critic,
+        algorithm=str(v.get("algorithm.adv_estimator")),
+        train_batch_size=int(v.get("data.train_batch_size")),
+        mini_batch_size=int(v.get(f"{a}.ppo_mini_batch_size")),
+        max_prompt_length=prompt_len, max_response_length=response_len,
+        prompt_tokens=float(plan["prompt_tokens"]) if plan.get("prompt_tokens") else None,
+        response_tokens=float(plan["response_tokens"]) if plan.get("response_tokens") else None,
+        # HCCL_BUFFSIZE default 200 MB (CANN env reference); NCCL's buffers are a few MB
+        hccl_buffsize_mb=float(hccl) if hccl is not None else (200.0 if hardware.device == "npu" else 4.0),
+        margin_gb=float(plan.get("margin_gb", 0.0) or 0.0),
+        legacy_trainer=not bool(v.get("trainer.use_v1")),
+    )
+

@@ -1,0 +1,426 @@
+"""HBM per device and per phase of one colocated verl step, and host RAM per node.
+
+Colocated verl (FSDP trainer + vLLM rollout on the same devices) goes through these phases, in this
+order (verl/trainer/ppo/ray_trainer.py fit, verl/trainer/ppo/v1/trainer_base.py _step_once):
+vLLM start (once) -> rollout -> old log-prob -> ref log-prob -> critic values -> critic update ->
+actor update -> weight sync -> next rollout. What each phase holds, per device (GiB = 2**30 bytes):
+
+* trainer residency: FSDP stores params, grads and Adam's two moments in fsdp_config.model_dtype
+  (fp32 by default in verl 0.9.1), sharded over the FSDP group. param/optimizer offload move them to
+  the host between phases (they come back for the phase that uses them: BaseEngineCtx in
+  verl/workers/engine/base.py); FSDP2 offload_policy keeps them on the host throughout. The ref is
+  always host-resident in verl 0.9.1 (transformer_impl.py forces CPUOffload for forward-only models).
+  Adam's state appears at the first optimizer step, so vLLM's start sees params only.
+* training activations: with gradient checkpointing one hidden state per layer per token plus one
+  layer's working set, and the logits (tokens x vocab, fp32 for log-probs) of the micro batch; the
+  micro batch is ppo_max_token_len_per_gpu tokens (dynamic bsz) or micro batch x sequence length,
+  divided by Ulysses SP.
+* rollout: vLLM takes gpu_memory_utilization x total at start and refuses to start when less is free
+  (vllm(-ascend) worker: "Free memory on device ... less than desired GPU memory utilization"); its
+  share holds weights / TP, the profiled activation peak and the KV cache. Graph pools sit outside that
+  share and survive sleep. With free_cache_engine the engine sleeps during training (level 1 on NPU:
+  weights to host RAM, KV dropped).
+* fixed: one runtime context per process on the device, HCCL buffers (2 x HCCL_BUFFSIZE per
+  communicator, CANN env reference) and the configured margin.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from verlsweep.plan.calibration import Constants
+from verlsweep.plan.inputs import GIB, PlanInputs, Role
+
+# Phases in the order a step meets them; the first that does not fit is what stops a real run.
+ORDER = ("host_memory", "vllm_start", "kv_cache", "log_prob", "ref", "values", "critic_update",
+         "actor_update", "rollout")
+
+# What each constraint means, for messages and the table legend.
+MEANING = {
+    "host_memory": "offloaded states + vLLM sleep copies + worker processes exceed the node's host RAM",
+    "vllm_start": "vLLM refuses to start: free HBM < gpu_memory_utilization x total",
+    "kv_cache": "vLLM's share leaves no KV cache for one max_model_len sequence",
+    "log_prob": "OOM computing old log-probs",
+    "ref": "OOM computing ref log-probs",
+    "values": "OOM computing critic values",
+    "critic_update": "OOM in the critic update",
+    "actor_update": "OOM in the actor update",
+    "rollout": "trainer residency + vLLM's reservation + graph pools exceed HBM when vLLM wakes",
+}
+
+
+@dataclass(frozen=True)
+class Lengths:
+    prompt: float
+    response: float
+
+    @property
+    def seq(self) -> float:
+        return self.prompt + self.response
+
+
+@dataclass
+class Check:
+    """One constraint: what is needed against what there is (GiB)."""
+
+    name: str
+    need: float
+    limit: float
+    margin: float
+    parts: dict[str, float] = field(default_factory=dict)     # adds up to `need`
+    trainer: dict[str, float] = field(default_factory=dict)   # what the trainer part is made of
+
+    @property
+    def headroom(self) -> float:
+        return self.limit - self.need - self.margin
+
+    @property
+    def status(self) -> str:
+        """ok: fits with the margin; tight: fits only without it; fail: does not fit at all."""
+        if self.headroom >= 0:
+            return "ok"
+        return "tight" if self.headroom >= -self.margin else "fail"
+
+    def message(self) -> str:
+        def fmt(items: dict[str, float]) -> str:
+            return ", ".join(f"{k} {v:.1f}" for k, v in items.items() if abs(v) >= 0.05)
+
+        parts = fmt(self.parts)
+        if self.trainer:
+            parts += f"; trainer = {fmt(self.trainer)}"
+        return (f"{self.name}: need {self.need:.1f} GiB of {self.limit:.1f} (margin {self.margin:.1f}; "
+                f"headroom {self.headroom:+.1f}) [{parts}] - {MEANING[self.name]}")
+
+
+@dataclass
+class MemoryPlan:
+    checks: dict[str, Check]
+    trainer_peak_gb: float            # torch allocated in the trainer process: verl's max_memory_allocated_gb
+    kv_tokens: float                  # tokens of KV cache per vLLM replica's TP rank
+    host_gb: float
+
+    @property
+    def phases(self) -> dict[str, float]:
+        """Device total per phase (host_memory excluded), what a device-level monitor would show."""
+        return {k: c.need for k, c in self.checks.items() if k not in ("host_memory", "kv_cache")}
+
+    @property
+    def binding(self) -> Check:
+        """The first constraint a run would hit (fail, then tight, in step order), else the device
+        phase with the least headroom (the KV and host checks only bind when they do not fit)."""
+        for status in ("fail", "tight"):
+            hit = [self.checks[k] for k in ORDER if k in self.checks and self.checks[k].status == status]
+            if hit:
+                return hit[0]
+        device = [c for k, c in self.checks.items() if k not in ("host_memory", "kv_cache")]
+        return min(device, key=lambda c: c.headroom)
+
+    @property
+    def status(self) -> str:
+        statuses = {c.status for c in self.checks.values()}
+        return "fail" if "fail" in statuses else "tight" if "tight" in statuses else "ok"
+
+
+# ---- lengths ---------------------------------------------------------------------------------
+
+def gamma_p(a: float, x: float) -> float:
+    """Regularized lower incomplete gamma P(a, x): the series below a + 1, Lentz's continued fraction
+    for the upper tail above it (the textbook split; pure Python keeps the planner import-light)."""
+    if x <= 0:
+        return 0.0
+    log_front = a * math.log(x) - x - math.lgamma(a)
+    if x < a + 1:
+        term = total = 1.0 / a
+        n = a
+        while abs(term) > abs(total) * 1e-14:
+            n += 1
+            term *= x / n
+            total += term
+        return total * math.exp(log_front)
+    tiny = 1e-300
+    b = x + 1 - a
+    c, d = 1 / tiny, 1 / b
+    h = d
+    for i in range(1, 500):
+        an = -i * (i - a)
+        b += 2
+        d = an * d + b
+        d = tiny if abs(d) < tiny else d
+        c = b + an / c
+        c = tiny if abs(c) < tiny else c
+        d = 1 / d
+        step = d * c
+        h *= step
+        if abs(step - 1) < 1e-14:
+            break
+    return 1.0 - math.exp(log_front) * h
+
+
+def clipped_gamma_mean(mean: float, shape: float, clip: float) -> float:
+    """E[min(X, clip)] for X ~ Gamma(shape, mean/shape): responses stop at max_response_length."""
+    x = clip * shape / mean
+    return mean * gamma_p(shape + 1, x) + clip * (1.0 - gamma_p(shape, x))
+
+
+def expected_lengths(inp: PlanInputs, c: Constants) -> Lengths:
+    prompt = min(inp.prompt_tokens or c.prompt_tokens, inp.max_prompt_length)
+    if inp.response_tokens:
+        response = min(inp.response_tokens, inp.max_response_length)
+    else:
+        response = clipped_gamma_mean(c.response_mean_tokens, c.response_shape, inp.max_response_length)
+    return Lengths(prompt, response)
+
+
+def worst_lengths(inp: PlanInputs) -> Lengths:
+    return Lengths(float(inp.max_prompt_length), float(inp.max_response_length))
+
+
+# ---- trainer side -----------------------------------------------------------------------------
+
+def _gib(nbytes: float) -> float:
+    return nbytes / GIB
+
+
+def states(role: Role) -> dict[str, float]:
+    """Sharded params / grads / Adam moments of one role, GiB per device, wherever they live."""
+    p = _gib(role.params * role.dtype_bytes / role.shard)
+    trainable = 0.0 if (role.lora or not role.trains) else p
+    return {"params": p, "grads": trainable, "optimizer": 2 * trainable}
+
+
+def resident(role: Role | None, *, with_optimizer: bool) -> float:
+    """What a role keeps on the device while another phase runs."""
+    if role is None or role.offload_policy:
+        return 0.0
+    s = states(role)
+    out = 0.0 if role.param_offload else s["params"]
+    if with_optimizer and role.trains and not role.optimizer_offload:
+        out += s["optimizer"]
+    return out
+
+
+def micro_tokens(inp: PlanInputs, role: Role, lengths: Lengths, *, update: bool) -> float:
+    """Tokens one device holds in one micro batch of this role's pass.
+
+    Dynamic bsz packs up to max_token_len x SP tokens per micro batch (verl dp_actor /
+    seqlen_balancing rearrange_micro_batches) but never more than the data-parallel rank has; a
+    sequence longer than the budget still goes whole. Otherwise micro batch x sequence length. Ulysses
+    SP splits the sequence over its ranks.
+    """
+    dp = max(1, inp.hardware.world // role.sp)
+    seqs = (inp.mini_batch_size if update else inp.train_batch_size) * inp.rollout.n
+    rank_tokens = max(seqs * lengths.seq / dp, lengths.seq)
+    if role.dynamic_bsz:
+        budget = (role.max_token_len if update else role.forward_max_token_len) * role.sp
+        tokens = min(max(budget, lengths.seq), rank_tokens)
+    else:
+        micro = (role.micro_batch if update else role.forward_micro_batch) or role.micro_batch or 1
+        tokens = min(micro * lengths.seq, rank_tokens)
+    return tokens / role.sp
+
+
+def _working_set(inp: PlanInputs, role: Role, *, backward: bool) -> float:
+    """Unsharded bf16 compute copies FSDP gathers while a pass runs, GiB.
+
+    FSDP1 keeps the root unit (embeddings, final norm, untied lm_head) gathered for the whole pass;
+    FSDP2 wraps embed_tokens and lm_head on their own (verl/utils/fsdp_utils.py
+    _select_fsdp2_wrap_targets), so only the unit in use plus the prefetched layer are gathered.
+    Backward adds the unit's unsharded gradient.
+    """
+    m = inp.model
+    head = m.embedding_params if role.vocab_head else 0.0
+    root = m.embedding_params + (m.head_params if role.vocab_head else 0.0)
+    layers = 2 * m.layer_params
+    gathered = (root + layers) if role.strategy == "fsdp" else max(head, m.layer_params) + m.layer_params
+    grads = max(head, m.layer_params) if backward else 0.0
+    return _gib(2 * (gathered + grads))
+
+
+def _activations(inp: PlanInputs, role: Role, tokens: float, c: Constants, *, backward: bool) -> float:
+    """Per-token hidden states, GiB: with checkpointing one input per layer plus one layer
+    recomputed; the layer's working set is ~7 hidden-size and ~4 intermediate-size bf16 tensors."""
+    m = inp.model
+    layer = 2 * (7 * m.hidden_size + 4 * m.intermediate_size) * c.activation_factor
+    if not backward:
+        return _gib(tokens * layer)
+    saved = m.num_layers * 2 * m.hidden_size + layer if role.grad_ckpt else m.num_layers * layer
+    return _gib(tokens * saved)
+
+
+def _logits(inp: PlanInputs, role: Role, tokens: float, c: Constants, *, backward: bool) -> float:
+    if not role.vocab_head:
+        return 0.0
+    v = inp.model.vocab_size
+    per = c.logits_bytes if backward else c.forward_logits_bytes
+    out = tokens * v * per
+    entropy = role.entropy_in_update if backward else True   # old log-prob always computes entropy
+    if entropy and not role.entropy_checkpointing:
+        # verl/utils/torch_functional.py: entropy_from_logits makes a softmax and a product in the
+        # logits' dtype (bf16); the chunked variant does the same in fp32 for one chunk at a time
+        out += min(tokens, role.entropy_chunk) * v * 12 if role.entropy_chunking else tokens * v * 4
+    return _gib(out)
+
+
+def pass_memory(inp: PlanInputs, role: Role, lengths: Lengths, c: Constants, *, update: bool) -> dict[str, float]:
+    """Trainer allocations at the peak of one role's forward (update=False) or training pass, GiB
+    per device. A training pass peaks either in backward (states + gathered units + activations +
+    logits) or in the optimizer step, where torch's foreach Adam allocates a param-sized temporary
+    (torch/optim/adam.py _multi_tensor_adam: the denominator of sqrt(v) + eps)."""
+    s = states(role)
+    tokens = micro_tokens(inp, role, lengths, update=update)
+    on_device = {
+        "params": 0.0 if role.offload_policy else s["params"],
+        "grads": 0.0 if (role.offload_policy or not update) else s["grads"],
+        # the optimizer comes back for the update; otherwise it stays wherever it lives
+        "optimizer": 0.0 if role.offload_policy or not role.trains else
+        (s["optimizer"] if update or not role.optimizer_offload else 0.0),
+    }
+    work = {
+        "gathered": _working_set(inp, role, backward=update),
+        "activations": _activations(inp, role, tokens, c, backward=update),
+        "logits": _logits(inp, role, tokens, c, backward=update),
+    }
+    step = s["grads"] if update and not role.offload_policy else 0.0   # Adam's temporary: one grads-sized tensor
+    if step > sum(work.values()):
+        return {**on_device, "optimizer step": step}
+    return {**on_device, **work}
+
+
+def _trainer_phases(inp: PlanInputs, lengths: Lengths, c: Constants) -> dict[str, dict[str, float]]:
+    """Trainer-process allocations per training phase, with the other roles' residency."""
+    actor, ref, critic = inp.actor, inp.ref, inp.critic
+    phases = {
+        "log_prob": {**pass_memory(inp, actor, lengths, c, update=False),
+                     "critic resident": resident(critic, with_optimizer=True)},
+        "actor_update": {**pass_memory(inp, actor, lengths, c, update=True),
+                         "critic resident": resident(critic, with_optimizer=True)},
+    }
+    if ref is not None:
+        phases["ref"] = {**pass_memory(inp, ref, lengths, c, update=False),
+                         "actor resident": resident(actor, with_optimizer=True),
+                         "critic resident": resident(critic, with_optimizer=True)}
+    if critic is not None:
+        others = {"actor resident": resident(actor, with_optimizer=True)}
+        phases["values"] = {**pass_memory(inp, critic, lengths, c, update=False), **others}
+        phases["critic_update"] = {**pass_memory(inp, critic, lengths, c, update=True), **others}
+    return phases
+
+
+# ---- rollout side -------------------------------------------------------------------------------
+
+def vllm_weights_gb(inp: PlanInputs) -> float:
+    """bf16 weights per TP rank; vLLM shards embeddings and lm_head over TP too."""
+    return _gib(2 * inp.model.params / inp.rollout.tp)
+
+
+def vllm_profile_gb(inp: PlanInputs) -> float:
+    """vLLM's profiled activation peak (a max_num_batched_tokens forward) plus the sampler's logits
+    for max_num_seqs sequences: what it keeps free of KV inside its share."""
+    m, r = inp.model, inp.rollout
+    per_token = 2 * (4 * m.hidden_size + (3 * m.intermediate_size
+                     + (m.num_attention_heads + 2 * m.num_key_value_heads) * m.head_dim) / r.tp)
+    sampler = r.max_num_seqs * m.vocab_size * 4 * 2
+    return _gib(r.max_num_batched_tokens * per_token + sampler)
+
+
+def graph_pool_gb(inp: PlanInputs, c: Constants) -> float:
+    r = inp.rollout
+    if r.enforce_eager or r.cudagraph_mode == "NONE":
+        return 0.0
+    factor = c.piecewise_graph_factor if "PIECEWISE" in r.cudagraph_mode else 1.0
+    return c.graph_pool_base_gb + c.graph_pool_per_size_gb * len(r.capture_sizes) * factor
+
+
+def communicators(inp: PlanInputs) -> int:
+    """HCCL/NCCL communicators a device joins: the trainer's world group (a 1-D FSDP mesh over all
+    ranks reuses it: torch DeviceMesh), Ulysses' dp and sp groups when SP > 1, and vLLM's TP group
+    when TP > 1 (vLLM's world group has no device communicator)."""
+    sp = max(inp.actor.sp, inp.critic.sp if inp.critic else 1)
+    return 1 + (2 if sp > 1 else 0) + (1 if inp.rollout.tp > 1 else 0)
+
+
+def fixed_gb(inp: PlanInputs, c: Constants) -> dict[str, float]:
+    return {
+        "runtime contexts": 2 * c.runtime_context_gb,   # the trainer process and a vLLM worker
+        "comm buffers": communicators(inp) * 2 * inp.hccl_buffsize_mb / 1024,
+    }
+
+
+# ---- host ----------------------------------------------------------------------------------
+
+def host_gb(inp: PlanInputs, c: Constants) -> dict[str, float]:
+    """Host RAM per node: every rank's offloaded shards, vLLM's sleep copies, worker processes, and
+    the full fp32 model rank 0 loads before sharding (once, the largest role)."""
+    per_node = inp.hardware.devices_per_node
+    offloaded = 0.0
+    for role in (inp.actor, inp.ref, inp.critic):
+        if role is None:
+            continue
+        s = states(role)
+        if role.offload_policy:
+            offloaded += sum(s.values())
+        else:
+            offloaded += (s["params"] if role.param_offload else 0.0) + (
+                s["optimizer"] if role.trains and role.optimizer_offload else 0.0)
+    out = {"offloaded states": offloaded * per_node}
+    # level-1 sleep keeps the weights in host RAM; verl uses it on NPU (vllm_async_server.py
+    # _resolve_sleep_level) and level 2 (weights dropped) on GPU
+    if inp.rollout.free_cache_engine and inp.hardware.device == "npu":
+        out["vLLM sleep copies"] = vllm_weights_gb(inp) * per_node
+    out["worker processes"] = c.host_process_gb * per_node
+    out["model load"] = _gib(inp.model.params * inp.actor.dtype_bytes)
+    return out
+
+
+# ---- the plan -------------------------------------------------------------------------------
+
+def plan_memory(inp: PlanInputs, c: Constants, *, lengths: Lengths | None = None) -> MemoryPlan:
+    """All checks for one trial; `lengths` defaults to the worst case (every sequence at its maximum)."""
+    lengths = lengths or worst_lengths(inp)
+    hw, r = inp.hardware, inp.rollout
+    cap, margin = hw.capacity_gb, inp.margin_gb
+    fixed = fixed_gb(inp, c)
+    fixed_total = sum(fixed.values())
+    graphs = graph_pool_gb(inp, c)
+    reservation = r.util * hw.hbm_usable_gb          # vLLM: requested = util x total capacity
+    checks: dict[str, Check] = {}
+
+    host = host_gb(inp, c)
+    checks["host_memory"] = Check("host_memory", sum(host.values()), hw.host_memory_gb, 0.0, host)
+
+    at_start = sum(resident(role, with_optimizer=False) for role in (inp.actor, inp.critic))
+    start_parts = {**fixed, "trainer params": at_start * c.fragmentation}
+    checks["vllm_start"] = Check("vllm_start", sum(start_parts.values()) + reservation, cap, margin,
+                                 {**start_parts, "vLLM reservation": reservation})
+
+    weights, profile = vllm_weights_gb(inp), vllm_profile_gb(inp)
+    kv_budget = reservation - weights - profile
+    kv_per_token = inp.model.kv_bytes_per_token(r.tp)
+    one_seq = _gib(r.max_model_len * kv_per_token)
+    checks["kv_cache"] = Check("kv_cache", weights + profile + one_seq, reservation, 0.0,
+                               {"weights/TP": weights, "profile peak": profile, "KV of one max_model_len": one_seq})
+
+    # with free_cache_engine=False vLLM keeps its whole share through training
+    asleep = 0.0 if r.free_cache_engine else reservation
+    trainer_peak = 0.0
+    for name, parts in _trainer_phases(inp, lengths, c).items():
+        allocated = sum(parts.values())
+        trainer_peak = max(trainer_peak, allocated)
+        device = {**fixed, "trainer": allocated * c.fragmentation, "graph pools": graphs, "vLLM asleep": asleep}
+        checks[name] = Check(name, sum(device.values()), cap, margin, device, parts)
+
+    steady = sum(resident(role, with_optimizer=True) for role in (inp.actor, inp.critic))
+    roll = {**fixed, "trainer residency": steady * c.fragmentation, "vLLM reservation": reservation,
+            "graph pools": graphs}
+    checks["rollout"] = Check("rollout", sum(roll.values()), cap, margin, roll)
+
+    return MemoryPlan(checks=checks, trainer_peak_gb=trainer_peak,
+                      kv_tokens=max(0.0, kv_budget) * GIB / kv_per_token, host_gb=sum(host.values()))
+
+
+def concurrency(inp: PlanInputs, kv_tokens: float, lengths: Lengths) -> float:
+    """Sequences one vLLM replica decodes at once: its max_num_seqs, the KV cache and the work given."""
+    replicas = inp.hardware.world // inp.rollout.tp
+    per_replica = inp.train_batch_size * (inp.rollout.n + inp.extra_generations_per_prompt) / replicas
+    by_kv = kv_tokens / max(lengths.seq, 1.0)
+    return max(1.0, min(float(inp.rollout.max_num_seqs), by_kv, math.ceil(per_replica)))

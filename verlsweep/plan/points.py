@@ -1,0 +1,36 @@
+"""The calibration file's known points as composed configs, plan inputs and fit samples."""
+from __future__ import annotations
+
+from functools import lru_cache
+
+from omegaconf import DictConfig
+
+from verlsweep.compose import compose_config
+from verlsweep.plan.calibration import Calibration, Point
+from verlsweep.plan.fit import Sample
+from verlsweep.plan.inputs import PlanInputs, from_cfg
+
+
+@lru_cache(maxsize=256)
+def _compose(overrides: tuple[str, ...]) -> DictConfig:
+    return compose_config(list(overrides))
+
+
+def point_config(point: Point) -> DictConfig:
+    """The sweep config that reproduces a known point (composed once per process)."""
+    return _compose(tuple(point.compose_overrides()))
+
+
+def point_inputs(point: Point) -> PlanInputs:
+    return from_cfg(point_config(point))
+
+
+def samples(cal: Calibration) -> list[Sample]:
+    """Every reported number the points mark for fitting."""
+    out: list[Sample] = []
+    for point in cal.points:
+        if "throughput" in point.fit and point.tok_s:
+            out.append(Sample(f"{point.id} tok/s", point_inputs(point), "throughput", float(point.tok_s)))
+        if "memory" in point.fit and point.peak_gb:
+            out.append(Sample(f"{point.id} peak", point_inputs(point), "memory", float(point.peak_gb)))
+    return out

@@ -1,0 +1,120 @@
+"""One trial's plan: feasible or not, the binding constraint, per-phase peaks, predicted tokens/s."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from omegaconf import DictConfig
+
+from verlsweep.plan import calibration as calibration_mod
+from verlsweep.plan.calibration import Calibration
+from verlsweep.plan.inputs import NotPlannable, PlanInputs, from_cfg
+from verlsweep.plan.memory import MEANING, Check, concurrency, expected_lengths, plan_memory
+from verlsweep.plan.throughput import plan_throughput
+
+log = logging.getLogger(__name__)
+
+STATUSES = ("ok", "tight", "infeasible")
+
+
+@dataclass
+class Verdict:
+    """The planner's prediction for one trial (GiB per device unless named otherwise)."""
+
+    status: str                       # ok | tight (fits only without plan.margin_gb) | infeasible
+    binding: str                      # the constraint a run hits first, else the tightest one
+    reason: str                       # that constraint in one line, with its numbers
+    phases: dict[str, float]          # device total per phase, every sequence at its max length
+    headroom: dict[str, float]        # per constraint, after the margin (negative: does not fit)
+    capacity_gb: float
+    host_gb: float                    # host RAM per node
+    trainer_peak_gb: float            # expected actor/perf/max_memory_allocated_gb (mean lengths)
+    tok_s: float                      # expected perf/throughput (tokens/s per device)
+    step_s: float
+    time_s: dict[str, float]          # step time by component
+    kv_tokens: float                  # KV-cache tokens per vLLM TP rank
+    concurrency: float                # sequences a vLLM replica decodes at once
+    world: int                        # devices of the trial (perf/throughput divides by them)
+    prompt_tokens: float              # expected mean lengths the predictions assume
+    response_tokens: float
+    checks: dict[str, Check] = field(default_factory=dict, repr=False)
+
+    @property
+    def feasible(self) -> bool:
+        """False only when predicted not to fit even without the margin."""
+        return self.status != "infeasible"
+
+    @property
+    def predicted_peak_gb(self) -> float:
+        """The prediction of what verl would log as actor/perf/max_memory_allocated_gb."""
+        return self.trainer_peak_gb
+
+    def summary(self) -> str:
+        return (f"{self.status}: binding {self.binding}; {self.tok_s:.0f} tok/s/device predicted; "
+                f"{self.reason}")
+
+    def metrics(self) -> dict[str, float]:
+        """Flat numbers for trackers (`plan/...`)."""
+        out = {"plan/tok_s": self.tok_s, "plan/step_s": self.step_s,
+               "plan/trainer_peak_gb": self.trainer_peak_gb, "plan/host_gb": self.host_gb,
+               "plan/feasible": float(self.feasible)}
+        out.update({f"plan/peak_gb/{k}": v for k, v in self.phases.items()})
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in vars(self).items() if k != "checks"} | {"feasible": self.feasible}
+
+
+def load_calibration(cfg: DictConfig | None) -> Calibration:
+    path = None
+    if cfg is not None and cfg.get("plan") is not None:
+        path = cfg.plan.get("calibration")
+    return calibration_mod.load(path)
+
+
+def plan(inp: PlanInputs, cal: Calibration) -> Verdict:
+    """Predict one trial from its inputs (pure arithmetic: microseconds)."""
+    c = cal.constants
+    worst = plan_memory(inp, c)
+    lengths = expected_lengths(inp, c)
+    expected = plan_memory(inp, c, lengths=lengths)
+    tp = plan_throughput(inp, c, lengths, worst.kv_tokens)
+    binding = worst.binding
+    status = {"ok": "ok", "tight": "tight", "fail": "infeasible"}[worst.status]
+    return Verdict(
+        status=status, binding=binding.name, reason=binding.message(),
+        phases=worst.phases, headroom={k: ch.headroom for k, ch in worst.checks.items()},
+        capacity_gb=inp.hardware.capacity_gb, host_gb=worst.host_gb,
+        trainer_peak_gb=expected.trainer_peak_gb, tok_s=tp.tok_s, step_s=tp.step_s, time_s=tp.parts,
+        kv_tokens=worst.kv_tokens, concurrency=concurrency(inp, worst.kv_tokens, lengths),
+        world=inp.hardware.world, prompt_tokens=lengths.prompt, response_tokens=lengths.response,
+        checks=worst.checks,
+    )
+
+
+def plan_cfg(cfg: DictConfig, cal: Calibration | None = None) -> Verdict:
+    """Predict the trial a composed sweep config would launch. Raises NotPlannable."""
+    return plan(from_cfg(cfg), cal or load_calibration(cfg))
+
+
+def preflight(cfg: DictConfig) -> Verdict | None:
+    """The planner's verdict on a trial before it launches, or None when the config is outside
+    what the planner models (it then has no opinion and the trial runs as configured)."""
+    try:
+        verdict = plan_cfg(cfg)
+    except NotPlannable as exc:
+        log.info("planner: no prediction (%s)", exc)
+        return None
+    log.info("planner: %s", verdict.summary())
+    return verdict
+
+
+def blocks_launch(cfg: DictConfig, verdict: Verdict | None) -> bool:
+    """Whether preflight's verdict stops the trial: predicted infeasible beyond the margin and
+    plan.enforce set (the default)."""
+    plan_node = cfg.get("plan") or {}
+    return verdict is not None and not verdict.feasible and bool(plan_node.get("enforce", True))
+
+
+__all__ = ["MEANING", "STATUSES", "Verdict", "blocks_launch", "load_calibration", "plan", "plan_cfg", "preflight"]

@@ -1,0 +1,166 @@
+"""runner=estimate: the trial's measurement is the planner's prediction, with optional seeded noise.
+
+Nothing is launched and no model or data file is read, so a whole sweep runs in seconds on a machine
+without accelerators. The trial otherwise looks like a real one: verl-style per-step metrics (written
+to $VERL_FILE_LOGGER_PATH in verl's file-logger format and reported to the sweeper step by step), the
+objective aggregated the same way (verlsweep.metrics), and the outcome a real run would end in:
+`completed`, `oom` when the planner predicts a constraint does not fit (with the error text that
+constraint produces in verl/vLLM), `infeasible` when plan.enforce would have stopped it before launch,
+`pruned` when the sweeper says so.
+"""
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from pathlib import Path
+from typing import Mapping
+
+from omegaconf import DictConfig
+
+from verlsweep import metrics
+from verlsweep.compose import Trial
+from verlsweep.errors import ConfigError, Problem
+from verlsweep.plan import NotPlannable, Verdict, blocks_launch, plan_cfg
+from verlsweep.result import StepReporter, TrialResult
+from verlsweep.runners.base import TRIAL_DIR_ENV, RunDetails
+
+PLAN_FILE = "plan.json"
+FILE_LOGGER_ENV = "VERL_FILE_LOGGER_PATH"
+
+# The metrics each estimated step carries (verl's names, verl/trainer/ppo/metric_utils.py and
+# engine_workers.py); the objective must be one of them.
+STEP_METRICS = (
+    "perf/throughput", "perf/time_per_step", "perf/total_num_tokens", "timing_s/step", "timing_s/gen",
+    "timing_s/old_log_prob", "timing_s/update_actor", "actor/perf/max_memory_allocated_gb",
+    "prompt_length/mean", "response_length/mean",
+)
+
+
+class EstimateRunner:
+    name = "estimate"
+    needs_files = False          # task.py: model/data paths need not exist (build_trial require_paths)
+
+    def __init__(self) -> None:
+        self.details: RunDetails | None = None
+
+    def run(self, cfg: DictConfig, trial: Trial, reporter: StepReporter, env: Mapping[str, str]) -> TrialResult:
+        started = time.monotonic()
+        objective = cfg.get("objective") or {}
+        metric = str(objective.get("metric", "perf/throughput"))
+        extra = [str(m) for m in (objective.get("extra") or [])]
+        unknown = [m for m in (metric, *extra) if m not in STEP_METRICS]
+        if unknown:
+            raise ConfigError([Problem("objective.metric" if metric in unknown else "objective.extra", unknown,
+                                       f"metrics runner=estimate predicts: {', '.join(STEP_METRICS)}")])
+        try:
+            verdict = plan_cfg(cfg)
+        except NotPlannable as exc:
+            raise ConfigError([Problem("runner.name", "estimate", f"a config the planner models ({exc})")]) from exc
+
+        trial_dir = Path(env.get(TRIAL_DIR_ENV) or ".")
+        artifacts = [self._write_plan(trial_dir, verdict)]
+        step_log = metrics.StepLog()
+
+        if blocks_launch(cfg, verdict):
+            return self._done(cfg, TrialResult("infeasible", excerpt=verdict.reason, backend=self.name,
+                                               peak_memory_gb=verdict.trainer_peak_gb), started,
+                              f"predicted infeasible ({verdict.binding})", step_log, artifacts, env)
+
+        runner = cfg.runner
+        rng = random.Random(int(runner.get("seed", 0)) * 1_000_003 + int(cfg.trial.get("number") or 0))
+        steps = int(cfg.trial.steps)
+        # a real run stops at the binding constraint: before step 1, or when vLLM wakes for step 2
+        completes = steps if verdict.feasible else (1 if verdict.binding == "rollout" else 0)
+        logger = Path(env[FILE_LOGGER_ENV]) if env.get(FILE_LOGGER_ENV) else trial_dir / "metrics.jsonl"
+        logger.parent.mkdir(parents=True, exist_ok=True)
+        outcome, reason = "completed", f"estimated {steps} step(s)"
+        with logger.open("a") as out:
+            for step in range(1, completes + 1):
+                data = step_metrics(verdict, step, rng, float(runner.get("noise", 0.0)),
+                                    float(runner.get("first_step_slowdown", 1.0)))
+                out.write(json.dumps({"step": step, "data": data}) + "\n")
+                out.flush()
+                step_log.add(step, data, "file")
+                if float(runner.get("step_seconds", 0.0)) > 0:
+                    time.sleep(float(runner.step_seconds))
+                if reporter.report(step, data[metric]):
+                    outcome, reason = "pruned", f"pruned by the sweeper after step {step}"
+                    break
+        artifacts.append(logger)
+
+        excerpt = None
+        if not verdict.feasible and outcome != "pruned":
+            outcome, reason = "oom", f"predicted {verdict.binding} does not fit"
+            excerpt = f"{verdict.reason}\n(predicted) {failure_text(verdict, cfg)}"
+        result = TrialResult(
+            outcome=outcome,
+            objective=metrics.objective(step_log, metric, str(objective.get("aggregate", "mean")),
+                                        int(objective.get("warmup_steps", 1))),
+            peak_memory_gb=step_log.peak_memory_gb(),     # None when no step ran, as in a real run
+            metrics={m: v for m in extra if (v := metrics.objective(
+                step_log, m, str(objective.get("aggregate", "mean")), int(objective.get("warmup_steps", 1))))
+                is not None},
+            steps=len(step_log), excerpt=excerpt, backend=self.name,
+        )
+        return self._done(cfg, result, started, reason, step_log, artifacts, env)
+
+    def _done(self, cfg: DictConfig, result: TrialResult, started: float, reason: str,
+              step_log: metrics.StepLog, artifacts: list[Path], env: Mapping[str, str]) -> TrialResult:
+        result.run_id = env.get("MLFLOW_RUN_ID")
+        result.duration_s = time.monotonic() - started
+        self.details = RunDetails(reason=reason, step_log=step_log, artifacts=artifacts)
+        return result
+
+    @staticmethod
+    def _write_plan(trial_dir: Path, verdict: Verdict) -> Path:
+        trial_dir.mkdir(parents=True, exist_ok=True)
+        path = trial_dir / PLAN_FILE
+        path.write_text(json.dumps(verdict.to_dict(), indent=2, default=float) + "\n")
+        return path
+
+
+def step_metrics(verdict: Verdict, step: int, rng: random.Random, noise: float, first_step_slowdown: float) -> dict[str, float]:
+    """One step's verl-style metrics from the prediction. Step 1 is slower (graph capture, compile,
+    first weight sync), which is why objectives skip warm-up steps; noise is a seeded log-normal factor
+    on the step time."""
+    factor = math.exp(rng.gauss(0.0, noise)) if noise > 0 else 1.0
+    if step == 1:
+        factor *= first_step_slowdown
+    step_s = verdict.step_s * factor
+    tokens = verdict.tok_s * verdict.step_s * verdict.world
+    gen = verdict.time_s.get("gen", 0.0) + verdict.time_s.get("gen_baseline", 0.0)
+    return {
+        "perf/throughput": tokens / (step_s * verdict.world),
+        "perf/time_per_step": step_s,
+        "perf/total_num_tokens": tokens,
+        "timing_s/step": step_s,
+        "timing_s/gen": gen * factor,
+        "timing_s/old_log_prob": verdict.time_s.get("old_log_prob", 0.0) * factor,
+        "timing_s/update_actor": verdict.time_s.get("update_actor", 0.0) * factor,
+        "actor/perf/max_memory_allocated_gb": verdict.trainer_peak_gb,
+        "prompt_length/mean": verdict.prompt_tokens,
+        "response_length/mean": verdict.response_tokens,
+    }
+
+
+def failure_text(verdict: Verdict, cfg: DictConfig) -> str:
+    """The error a real run would print at the binding constraint (shared/reference/ascend.md §5c)."""
+    check = verdict.checks[verdict.binding]
+    total = float(cfg.hardware.hbm_usable_gb)
+    if verdict.binding == "vllm_start":
+        util = float(cfg.verl.actor_rollout_ref.rollout.gpu_memory_utilization)
+        free = check.limit - (check.need - util * total)
+        return (f"ValueError: Free memory on device ({free:.2f}/{total:.2f} GiB) on startup is less than desired "
+                f"GPU memory utilization ({util}, {util * total:.2f} GiB). Decrease GPU memory utilization or "
+                "reduce GPU memory used by other processes.")
+    if verdict.binding == "kv_cache":
+        return ("ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
+                "when initializing the engine.")
+    if verdict.binding == "host_memory":
+        return "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory."
+    device = "NPU" if cfg.hardware.device == "npu" else "CUDA"
+    short = check.need - check.limit
+    return (f"torch.OutOfMemoryError: {device} out of memory. Tried to allocate {max(short, 0.01):.2f} GiB "
+            f"({device} 0; {total:.2f} GiB total capacity; {max(check.limit - 1.0, 0):.2f} GiB already allocated)")

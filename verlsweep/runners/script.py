@@ -1,0 +1,65 @@
+"""runner=script: an existing recipe script, its knobs set through its environment variables.
+
+The script (runner.script) is run as `<runner.entrypoint> <script> <overrides>`. Knobs listed in
+runner.env_map go to the variables the script reads (`ROLLOUT_TP=${ROLLOUT_TP:-2}` style); the trial's
+other overridden verl values, plus runner.always, are appended as Hydra overrides, which the script
+forwards to verl with "$@".
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from verlsweep import knobs
+from verlsweep.compose import Trial
+from verlsweep.errors import ConfigError, Problem
+from verlsweep.overrides import flatten, format_value
+from verlsweep.runners.process import ProcessRunner, resolve_entrypoint
+
+FORWARD_MODES = ("overrides", "all")
+
+
+class ScriptRunner(ProcessRunner):
+    name = "script"
+
+    def command(self, cfg: DictConfig, trial: Trial) -> tuple[list[str], dict[str, str]]:
+        runner = cfg.runner
+        script = runner.get("script")
+        if not script or not Path(str(script)).is_file():
+            raise ConfigError([Problem("runner.script", script, "path of an existing recipe script "
+                                       "(or set VERLSWEEP_RECIPE_SCRIPT)")])
+        mode = str(runner.get("forward", "overrides"))
+        if mode not in FORWARD_MODES:
+            raise ConfigError([Problem("runner.forward", mode, f"one of {', '.join(FORWARD_MODES)}")])
+
+        env_map = {str(k): str(v) for k, v in OmegaConf.to_container(runner.env_map, resolve=True).items()}
+        composed = flatten(cfg.verl)
+        env = {var: format_env(composed[key]) for var, key in env_map.items() if key in composed}
+
+        mapped = set(env_map.values())
+        if mode == "all":
+            keys = list(composed)
+        else:
+            keys = list(knobs.knobs(cfg, knobs.job_overrides(), prefixes=("verl.",)))
+            keys += [str(k) for k in runner.get("always") or []]
+        forwarded = _overrides_by_key(trial)
+        args = [forwarded[k] for k in dict.fromkeys(keys) if k not in mapped and k in forwarded]
+        entry = [str(a) for a in OmegaConf.to_container(runner.entrypoint, resolve=True)]
+        argv = resolve_entrypoint([*entry, str(Path(str(script)).resolve())], len(entry))
+        return [*argv, *args], env
+
+
+def _overrides_by_key(trial: Trial) -> dict[str, str]:
+    """The composed trial's own override strings (with their `+` where verl needs it), by key."""
+    out = {}
+    for override in trial.overrides:
+        key = override.split("=", 1)[0].lstrip("+")
+        out[key] = override
+    return out
+
+
+def format_env(value: object) -> str:
+    """Env values as a recipe script splices them into `key=$VAR`: strings raw, the rest in verl's
+    override syntax (True/False, [a,b])."""
+    return value if isinstance(value, str) else format_value(value)

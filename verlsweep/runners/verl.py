@@ -1,0 +1,14 @@
+"""runner=verl: the composed `python -m verl.trainer.main_ppo <overrides>` as a supervised process."""
+from __future__ import annotations
+
+from omegaconf import DictConfig
+
+from verlsweep.compose import Trial
+from verlsweep.runners.process import ProcessRunner, resolve_entrypoint
+
+
+class VerlRunner(ProcessRunner):
+    name = "verl"
+
+    def command(self, cfg: DictConfig, trial: Trial) -> tuple[list[str], dict[str, str]]:
+        return resolve_entrypoint(trial.argv, trial.entrypoint_len), {}

@@ -1,0 +1,198 @@
+"""Run one trial command as a supervised process tree, and make sure all of it is gone afterwards.
+
+- Own session (`start_new_session`): SIGTERM/SIGKILL go to the whole process group; Ray's workers,
+  which make their own groups, are still found by session id (tests/fixtures/REAL_VERL_NOTES.md).
+- Every process of the trial carries a marker variable in its environment. Ray's raylet, GCS and
+  workers inherit the driver's environment (ray/_private/services.py start_ray_process passes the
+  parent's env on), so processes that left the group or were re-parented are still found by it.
+- Ray isolation: verl's run_ppo (verl/trainer/main_ppo.py) calls `ray.init()` without an address
+  when Ray is not initialised. Ray then connects to RAY_ADDRESS if set, else to the cluster named
+  in `<temp>/ray/ray_current_cluster` (ray/_private/services.py get_ray_address_from_environment),
+  where <temp> is RAY_TMPDIR (ray/_common/utils.py get_default_system_temp_dir). A fresh RAY_TMPDIR
+  and no RAY_ADDRESS therefore make verl start its own Ray instance, and stopping the trial never
+  touches anybody else's cluster.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Callable, Mapping
+
+import psutil
+
+MARK_ENV = "VERLSWEEP_TRIAL_MARK"
+
+
+def ray_isolation(env: dict[str, str], ray_address: str | None) -> str | None:
+    """Give the trial its own Ray temp dir (returned, to be removed) unless an address is configured."""
+    if ray_address:
+        env["RAY_ADDRESS"] = ray_address
+        return None
+    env.pop("RAY_ADDRESS", None)
+    # short on purpose: Ray's unix socket paths live below it and are limited to ~107 bytes
+    tmp = tempfile.mkdtemp(prefix="vsray-")
+    env["RAY_TMPDIR"] = tmp
+    # a private instance needs no token auth; with it Ray 2.60 writes ~/.ray/auth_token for each new
+    # local cluster (tests/fixtures/REAL_VERL_NOTES.md, "Keeping Ray private")
+    env.setdefault("RAY_AUTH_MODE", "disabled")
+    env.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    return tmp
+
+
+class Supervised:
+    """A started trial process: its output is copied to a log file and handed to `on_line`."""
+
+    def __init__(self, argv: list[str], env: Mapping[str, str], cwd: Path, log_path: Path,
+                 on_line: Callable[[str], None]):
+        self.mark = uuid.uuid4().hex
+        full_env = dict(env)
+        full_env[MARK_ENV] = self.mark
+        self.log_path = log_path
+        self._log = log_path.open("ab", buffering=0)
+        self.proc = subprocess.Popen(
+            argv, cwd=cwd, env=full_env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, start_new_session=True)
+        self.pgid = self.proc.pid   # session leader: its pid is the group id
+        self._on_line = on_line
+        self._reader = threading.Thread(target=self._pump, name=f"trial-{self.proc.pid}-out", daemon=True)
+        self._reader.start()
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        for raw in iter(self.proc.stdout.readline, b""):
+            self._log.write(raw)
+            try:
+                self._on_line(raw.decode("utf-8", "replace"))
+            except Exception:  # a display/parse bug must not stop the log copy
+                pass
+
+    def wait(self, timeout: float) -> int | None:
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def members(self) -> list[psutil.Process]:
+        """Every live process of this trial: descendants, the process group and marker carriers."""
+        return trial_processes(self.proc.pid, self.pgid, self.mark)
+
+    def stop(self, grace_s: float) -> None:
+        """SIGTERM to the group and every member, `grace_s` to exit, then SIGKILL what is left."""
+        terminate(self.proc, self.pgid, self.mark, grace_s)
+
+    def close(self, grace_s: float, reader_wait_s: float = 5.0) -> list[int]:
+        """After the main process ended: stop leftovers (Ray daemons, workers), finish the log.
+
+        Returns the pids that were still alive and had to be stopped.
+        """
+        leftovers = [p.pid for p in self.members()]
+        if leftovers:
+            terminate(self.proc, self.pgid, self.mark, grace_s)
+        self.proc.wait()
+        self._reader.join(reader_wait_s)
+        self._log.close()
+        return leftovers
+
+
+def trial_processes(pid: int, pgid: int, mark: str) -> list[psutil.Process]:
+    found: dict[int, psutil.Process] = {}
+    try:
+        root = psutil.Process(pid)
+        found[pid] = root
+        for child in root.children(recursive=True):
+            found[child.pid] = child
+    except psutil.NoSuchProcess:
+        pass
+    me = os.getpid()
+    uid = os.getuid()
+    for proc in psutil.process_iter(["pid", "uids"]):
+        if proc.pid in found or proc.pid == me:
+            continue
+        try:
+            if proc.info["uids"] is None or proc.info["uids"].real != uid:
+                continue
+            # Ray workers get their own process group but stay in the driver's session (no setsid)
+            if os.getpgid(proc.pid) == pgid or os.getsid(proc.pid) == pgid or proc.environ().get(MARK_ENV) == mark:
+                found[proc.pid] = proc
+        except (psutil.Error, ProcessLookupError, PermissionError):
+            continue
+    return [p for p in found.values() if _alive(p)]
+
+
+def _alive(proc: psutil.Process) -> bool:
+    try:
+        return proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def terminate(leader: subprocess.Popen, pgid: int, mark: str, grace_s: float) -> None:
+    """Stop every process of the trial. The leader is waited for through Popen, never psutil: psutil's
+    wait would reap it and its exit status would be lost to the classifier."""
+    _killpg(pgid, signal.SIGTERM)
+    others = [p for p in trial_processes(leader.pid, pgid, mark) if p.pid != leader.pid]
+    _signal_all(others, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    alive = _wait_gone(others, grace_s)
+    _wait_leader(leader, max(0.0, deadline - time.monotonic()))
+    # a second pass catches what was spawned while the first one was stopping (Ray restarts workers)
+    for _ in range(3):
+        _killpg(pgid, signal.SIGKILL)
+        if leader.poll() is None:
+            leader.kill()
+        alive = _unique(alive + [p for p in trial_processes(leader.pid, pgid, mark) if p.pid != leader.pid])
+        _signal_all(alive, signal.SIGKILL)
+        alive = _wait_gone(alive, 5)
+        _wait_leader(leader, 5)
+        if not alive and leader.poll() is not None:
+            return
+        time.sleep(0.05)
+
+
+def _wait_gone(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
+    """Wait until none is alive. Not psutil.wait_procs: a re-parented process that died stays a zombie
+    when the container's init does not reap, and wait_procs would count it as alive."""
+    deadline = time.monotonic() + timeout
+    alive = [p for p in procs if _alive(p)]
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.05)
+        alive = [p for p in alive if _alive(p)]
+    return alive
+
+
+def _wait_leader(leader: subprocess.Popen, timeout: float) -> None:
+    try:
+        leader.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _signal_all(procs: list[psutil.Process], sig: int) -> None:
+    for proc in procs:
+        try:
+            proc.send_signal(sig)
+        except psutil.Error:
+            pass
+
+
+def _unique(procs: list[psutil.Process]) -> list[psutil.Process]:
+    return list({p.pid: p for p in procs}.values())
+
+
+def remove_tree(path: str | None) -> None:
+    if path:
+        shutil.rmtree(path, ignore_errors=True)

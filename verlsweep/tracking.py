@@ -1,0 +1,310 @@
+"""MLflow: one experiment per study, a parent run per sweep, a nested child run per trial.
+
+Contract with the sweeper (hydra_plugins/verlsweep_sweeper, issue 3)
+--------------------------------------------------------------------
+1. Before the first trial, in the sweep's process:
+       parent_id = tracking.start_sweep_run(cfg, study_name, search_space, sampler=...)
+   `cfg` is the sweep's composed config; it fails with TrackingUnavailable (a ConfigError naming
+   `tracking.uri`) when the store is unreachable or unwritable, so no trial starts. The parent run
+   is created in experiment `experiment_name(cfg, study_name)` with tags `sweep.name`,
+   `sweep.hardware`, `sweep.algorithm`, `sweep.model`, `sweep.sampler`, `sweep.study`; params: the
+   fixed recipe values (dotted verl keys, swept keys left out); artifact `search_space.json`.
+2. Every trial gets the overrides `tracking.parent_run_id=<parent_id>` (and `trial.number`,
+   `trial.study_name` as issue 3 defines). The child run is then created in the parent's experiment
+   with tag `mlflow.parentRunId`, so a trial can never land in a different experiment than its sweep.
+3. At the end: `tracking.finish_sweep_run(cfg, parent_id, status)` (FINISHED / FAILED / KILLED).
+A single run (no -m) has no parent: the child goes to `experiment_name(cfg)` on its own.
+
+Never set MLFLOW_RUN_ID in the sweep's own process: MLflow's fluent API would adopt it and nested
+runs would link to the wrong parent (mlflow#15713). It is only put in the trial's environment, where
+verl's Tracking (verl/utils/tracking.py, mlflow branch) calls `mlflow.start_run(run_id=...)` and logs
+its per-step metrics and its config (slash keys) into the child run. verl does not end that run; the
+child is terminated here from the outcome, after the whole trial process tree is gone.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+from urllib.parse import urlparse
+
+from omegaconf import DictConfig, OmegaConf
+
+from verlsweep.errors import ConfigError, Problem
+from verlsweep.result import TrialResult
+
+log = logging.getLogger("verlsweep.tracking")
+
+PARENT_RUN_KEY = "tracking.parent_run_id"
+DEFAULT_EXPERIMENT = "verlsweep"
+REDACTED = "***"
+_SECRET_NAME = re.compile(r"TOKEN|PASSWORD|SECRET|KEY", re.IGNORECASE)
+# verl/utils/tracking.py _MlflowLoggingAdapter._sanitize_key: the names verl's metrics get in MLflow
+_INVALID_METRIC_CHARS = re.compile(r"[^/\w.\- :]")
+
+STATUS_BY_OUTCOME = {"completed": "FINISHED", "pruned": "KILLED", "timeout": "KILLED", "hang": "KILLED"}
+MAX_PARAMS_PER_BATCH = 100        # MLflow's log_batch limit
+
+
+class TrackingUnavailable(ConfigError):
+    """The MLflow store cannot be used; raised before any trial starts."""
+
+    def __init__(self, uri: str, reason: str):
+        super().__init__([Problem("tracking.uri", uri,
+                                  f"a reachable, writable MLflow tracking store ({reason}); set "
+                                  "tracking.uri=... or MLFLOW_TRACKING_URI, or tracking.enabled=false")])
+
+
+def status_for(outcome: str) -> str:
+    """FINISHED for a completed trial, KILLED for one we stopped, FAILED for the rest."""
+    return STATUS_BY_OUTCOME.get(outcome, "FAILED")
+
+
+def redact_env(env: Mapping[str, str]) -> dict[str, str]:
+    """Values of variables named like credentials never leave the machine (params, artifacts)."""
+    return {k: (REDACTED if _SECRET_NAME.search(k) else v) for k, v in env.items()}
+
+
+def sanitize_metric_key(key: str) -> str:
+    return _INVALID_METRIC_CHARS.sub("_", re.sub(r"/+", "/", key.replace("@", "_at_")))
+
+
+def tracking_uri(cfg: DictConfig) -> str:
+    """`tracking.uri`, with a relative sqlite/file path made absolute: trials run in their own dir."""
+    uri = str(cfg.tracking.uri)
+    parsed = urlparse(uri)
+    if parsed.scheme == "sqlite":
+        path = uri[len("sqlite:///"):]
+        if path and not path.startswith("/"):
+            return f"sqlite:///{Path(path).resolve()}"
+    elif parsed.scheme in ("", "file") and not uri.startswith(("/", "file:///")):
+        return Path(parsed.path or uri).resolve().as_uri()
+    return uri
+
+
+def experiment_name(cfg: DictConfig, study_name: str | None = None) -> str:
+    """`tracking.experiment`, else the study's name, else 'verlsweep' (verl's trainer.project_name)."""
+    return str(cfg.tracking.get("experiment") or study_name or cfg.trial.get("study_name") or DEFAULT_EXPERIMENT)
+
+
+_CHECKED: dict[str, Any] = {}
+
+
+def client_for(uri: str):
+    """A MlflowClient for a store proven usable (checked once per process)."""
+    if uri in _CHECKED:
+        return _CHECKED[uri]
+    from mlflow.tracking import MlflowClient
+
+    if urlparse(uri).scheme in ("http", "https"):
+        _probe_http(uri)
+    try:
+        client = MlflowClient(tracking_uri=uri)
+        client.search_experiments(max_results=1)
+    except Exception as exc:  # the store's own error says why (path, permissions, auth)
+        raise TrackingUnavailable(uri, f"{type(exc).__name__}: {exc}") from exc
+    _CHECKED[uri] = client
+    return client
+
+
+def _probe_http(uri: str, timeout_s: float = 5.0) -> None:
+    """Refuse fast: MLflow's own client retries a dead server for minutes."""
+    import requests
+
+    try:
+        requests.get(uri.rstrip("/") + "/health", timeout=timeout_s)
+    except requests.RequestException as exc:
+        raise TrackingUnavailable(uri, f"no answer from the server: {exc}") from exc
+
+
+def artifact_location(cfg: DictConfig, name: str) -> str | None:
+    """Where a new experiment keeps its artifacts: `tracking.artifact_location`/<name>, else, for a sqlite
+    store, `mlruns/` next to the database file (MLflow's own default is `./mlruns` of whichever process
+    creates the experiment, which scatters one study's artifacts over working dirs); else the server's."""
+    root = cfg.tracking.get("artifact_location")
+    if root:
+        return f"{str(root).rstrip('/')}/{name}"
+    uri = tracking_uri(cfg)
+    if uri.startswith("sqlite:///"):
+        return (Path(uri[len("sqlite:///"):]).parent / "mlruns").as_uri() + f"/{name}"
+    return None
+
+
+def ensure_experiment(client, name: str, location: str | None = None) -> str:
+    try:
+        found = client.get_experiment_by_name(name)
+        if found is not None:
+            if found.lifecycle_stage == "deleted":
+                client.restore_experiment(found.experiment_id)
+            return found.experiment_id
+        return client.create_experiment(name, artifact_location=location)
+    except TrackingUnavailable:
+        raise
+    except Exception as exc:
+        # two trials creating the same experiment concurrently: the loser reads the winner's
+        found = client.get_experiment_by_name(name)
+        if found is not None:
+            return found.experiment_id
+        raise TrackingUnavailable(client.tracking_uri, f"cannot create experiment {name!r}: {exc}") from exc
+
+
+def _log_params(client, run_id: str, params: Mapping[str, Any]) -> None:
+    from mlflow.entities import Param
+
+    # only environment variables carry credentials; verl keys such as ppo_max_token_len_per_gpu stay
+    items = [Param(k, REDACTED if k.startswith("env.") and _SECRET_NAME.search(k) else str(v))
+             for k, v in params.items()]
+    for i in range(0, len(items), MAX_PARAMS_PER_BATCH):
+        client.log_batch(run_id, params=items[i:i + MAX_PARAMS_PER_BATCH])
+
+
+def _group_tags(cfg: DictConfig) -> dict[str, str]:
+    return {
+        "sweep.hardware": str(cfg.hardware.name),
+        "sweep.algorithm": str(cfg.algorithm.name),
+        "sweep.model": str(cfg.model.name),
+    }
+
+
+# ---------------------------------------------------------------- parent run (the sweeper's side)
+
+def start_sweep_run(cfg: DictConfig, study_name: str, search_space: Mapping[str, Any], *,
+                    sampler: str | None = None, sweep_name: str | None = None,
+                    fixed: Mapping[str, Any] | None = None) -> str:
+    """Create the sweep's parent run and return its id (see the contract at the top).
+
+    `fixed`: the recipe values to log as params; default: every `verl.*` leaf of `cfg` that the search
+    space does not vary, under its dotted verl key.
+    """
+    from verlsweep.overrides import flatten
+
+    client = client_for(tracking_uri(cfg))
+    name = experiment_name(cfg, study_name)
+    exp_id = ensure_experiment(client, name, artifact_location(cfg, name))
+    tags = {
+        "sweep.name": sweep_name or study_name,
+        "sweep.study": study_name,
+        "sweep.sampler": sampler or "",
+        "sweep.runner": str(cfg.runner.name),
+        **_group_tags(cfg),
+    }
+    run = client.create_run(exp_id, run_name=sweep_name or study_name, tags=tags)
+    run_id = run.info.run_id
+    if fixed is None:
+        swept = {k.removeprefix("verl.") for k in search_space}
+        fixed = {k: v for k, v in flatten(cfg.verl).items() if k not in swept}
+    _log_params(client, run_id, {k: _param_value(v) for k, v in fixed.items()})
+    client.log_text(run_id, json.dumps(_plain(search_space), indent=2, default=str) + "\n", "search_space.json")
+    return run_id
+
+
+def finish_sweep_run(cfg: DictConfig, run_id: str, status: str = "FINISHED") -> None:
+    client_for(tracking_uri(cfg)).set_terminated(run_id, status)
+
+
+def _param_value(value: Any) -> str:
+    """Strings as they are, other values in Hydra's override syntax: a param pastes back as an override."""
+    from verlsweep.overrides import format_value
+
+    value = _plain(value)
+    try:
+        text = value if isinstance(value, str) else format_value(value)
+    except TypeError:
+        text = str(value)
+    return text[:6000]      # MLflow 3's param value limit
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, DictConfig) or OmegaConf.is_config(value):
+        return OmegaConf.to_container(value, resolve=True)
+    return value
+
+
+# ---------------------------------------------------------------- child run (one trial)
+
+@dataclass
+class TrialRun:
+    """The child run of one trial; `env()` is what the trial process gets to join it."""
+
+    client: Any
+    uri: str
+    run_id: str
+
+    @classmethod
+    def start(cls, cfg: DictConfig, knobs: Mapping[str, Any]) -> "TrialRun":
+        """Create the run before launch. `knobs`: the trial's swept/overridden values (dotted keys)."""
+        uri = tracking_uri(cfg)
+        client = client_for(uri)
+        parent = cfg.tracking.get("parent_run_id")
+        if parent:
+            exp_id = client.get_run(str(parent)).info.experiment_id
+        else:
+            name = experiment_name(cfg)
+            exp_id = ensure_experiment(client, name, artifact_location(cfg, name))
+        tags = {
+            "trial.number": "" if cfg.trial.number is None else str(cfg.trial.number),
+            "trial.outcome": "running",
+            "sweep.runner": str(cfg.runner.name),
+            **_group_tags(cfg),
+        }
+        if cfg.trial.get("study_name"):
+            tags["sweep.study"] = str(cfg.trial.study_name)
+        if parent:
+            tags["mlflow.parentRunId"] = str(parent)
+        run = client.create_run(exp_id, run_name=str(cfg.trial.name), tags=tags)
+        out = cls(client, uri, run.info.run_id)
+        _log_params(client, out.run_id, {k: _param_value(v) for k, v in knobs.items()})
+        return out
+
+    def env(self) -> dict[str, str]:
+        return {"MLFLOW_TRACKING_URI": self.uri, "MLFLOW_RUN_ID": self.run_id}
+
+    def finish(self, result: TrialResult, *, reason: str, artifacts: Iterable[Path] = (),
+               step_log: Any = None, objective_metric: str | None = None) -> None:
+        """Record the outcome and end the run (FINISHED/FAILED/KILLED). Never raises: a tracking
+        failure here must not lose the trial's result to the sweeper; it is logged instead."""
+        from mlflow.entities import Metric, RunTag
+
+        try:
+            now = int(time.time() * 1000)
+            metrics = [Metric(k, float(v), now, 0) for k, v in
+                       (("objective", result.objective), ("peak_memory_gb", result.peak_memory_gb),
+                        ("trial.duration_s", result.duration_s), ("trial.steps", result.steps))
+                       if v is not None]
+            metrics += [Metric(f"objective.{k}", float(v), now, 0) for k, v in result.metrics.items()]
+            tags = [RunTag("trial.outcome", result.outcome), RunTag("trial.reason", reason[:5000]),
+                    RunTag("trial.backend", result.backend)]
+            self.client.log_batch(self.run_id, metrics=metrics, tags=tags)
+            if step_log is not None and objective_metric:
+                self._backfill_steps(step_log, objective_metric)
+            for path in artifacts:
+                if path.is_file():
+                    self.client.log_artifact(self.run_id, str(path))
+        except Exception as exc:
+            log.error("MLflow: could not record trial run %s: %s", self.run_id, exc)
+        finally:
+            try:
+                self.client.set_terminated(self.run_id, status_for(result.outcome))
+            except Exception as exc:
+                log.error("MLflow: could not end trial run %s: %s", self.run_id, exc)
+
+    def _backfill_steps(self, step_log: Any, objective_metric: str) -> None:
+        """verl logs per-step metrics itself; when that failed (it only warns, 'Proceeding without
+        MLflow tracking'), log the steps read from its file logger so no measurement is lost."""
+        from mlflow.entities import Metric, RunTag
+
+        if not len(step_log):
+            return
+        have = self.client.get_run(self.run_id).data.metrics
+        if sanitize_metric_key(objective_metric) in have:
+            return
+        now = int(time.time() * 1000)
+        batch = [Metric(sanitize_metric_key(k), v, now, step)
+                 for step, data in sorted(step_log.steps.items()) for k, v in data.items()]
+        for i in range(0, len(batch), 1000):
+            self.client.log_batch(self.run_id, metrics=batch[i:i + 1000])
+        self.client.log_batch(self.run_id, tags=[RunTag("trial.metrics_source", "verlsweep backfill")])
