@@ -20,6 +20,8 @@ from verlsweep.result import NullReporter, TrialResult
 from verlsweep.study_link import PRUNER_ATTR, OptunaReporter, absolute_storage_url, open_storage, reporter_for
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
+# the tests ask/tell by hand on heartbeat-enabled storages, as the sweeper does
+pytestmark = pytest.mark.filterwarnings("ignore:Heartbeat of storage is supposed to be used")
 SPACE = {"x": FloatDistribution(0.0, 1.0), "k": CategoricalDistribution(["a", "b"])}
 
 

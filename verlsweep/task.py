@@ -1,8 +1,6 @@
 """The job Hydra runs for every trial: compose -> (dry run | plan -> run -> track)."""
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import logging
 import sys
 import time
@@ -13,10 +11,10 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from verlsweep import knobs
+from verlsweep import knobs, plan, study_link
 from verlsweep.compose import COMMAND_JSON, Trial, build_trial
 from verlsweep.errors import ConfigError
-from verlsweep.result import NullReporter, StepReporter, TrialResult
+from verlsweep.result import TrialResult
 from verlsweep.runners import TRIAL_DIR_ENV, RunDetails, get_runner
 from verlsweep.runners.process import EXCERPT_FILE, METRICS_FILE
 from verlsweep.tracking import TrackingUnavailable, TrialRun, redact_env
@@ -63,12 +61,12 @@ def run(cfg: DictConfig) -> Any:
             raise
         return _config_error(cfg, exc, out, started)
 
-    reporter = reporter_for(cfg)                                  # issue 3 hook
+    reporter = study_link.reporter_for(cfg)
     tracked = _start_tracking(cfg)
     _write_command(trial, out)
     result, details = None, None
     try:
-        result = preflight_result(cfg)                            # issue 5 hook
+        result = preflight_result(cfg)
         if result is None:
             result = runner.run(cfg, trial, reporter, _trial_env(out, tracked))
             details = getattr(runner, "details", None)
@@ -87,38 +85,17 @@ def run(cfg: DictConfig) -> Any:
     return _report(result, out, multirun)
 
 
-# ---- hooks for the sweeper (issue 3) and the planner (issue 5): modules found at runtime, so
-# either can be dropped in without changing this file.
-
-def reporter_for(cfg: DictConfig) -> StepReporter:
-    """`verlsweep.study_link.reporter_for(cfg)` when the sweeper's module exists, else NullReporter."""
-    study_link = _optional("verlsweep.study_link")
-    return study_link.reporter_for(cfg) if study_link is not None else NullReporter()
-
-
 def preflight_result(cfg: DictConfig) -> TrialResult | None:
-    """`verlsweep.plan.preflight(cfg)` when the planner exists: it returns None (no opinion) or a
-    verdict with `feasible: bool` and `reason: str` (optionally `predicted_peak_gb: float`). An
-    infeasible verdict under `plan.enforce` becomes the trial's outcome `infeasible`, nothing launched."""
-    plan = _optional("verlsweep.plan")
-    if plan is None or not hasattr(plan, "preflight"):
-        return None
+    """The planner's verdict before launch: predicted infeasible under `plan.enforce` becomes the
+    trial's outcome `infeasible` (a constraint violation for the sweeper), nothing launched."""
     verdict = plan.preflight(cfg)
-    if verdict is None or getattr(verdict, "feasible", True) or not cfg.plan.enforce:
-        if verdict is not None and not getattr(verdict, "feasible", True):
-            log.warning("planner predicts infeasible (plan.enforce=false, launching anyway): %s",
-                        getattr(verdict, "reason", ""))
+    if verdict is None or verdict.feasible:
         return None
-    return TrialResult("infeasible", peak_memory_gb=getattr(verdict, "predicted_peak_gb", None),
-                       excerpt=str(getattr(verdict, "reason", "predicted infeasible")),
+    if not plan.blocks_launch(cfg, verdict):
+        log.warning("planner predicts infeasible (plan.enforce=false, launching anyway): %s", verdict.reason)
+        return None
+    return TrialResult("infeasible", peak_memory_gb=verdict.predicted_peak_gb, excerpt=verdict.reason,
                        backend=str(cfg.runner.name))
-
-
-def _optional(module: str) -> Any:
-    """The module if it is installed; an ImportError inside it is a real error and propagates."""
-    if importlib.util.find_spec(module) is None:
-        return None
-    return importlib.import_module(module)
 
 
 # ---- tracking around the runner

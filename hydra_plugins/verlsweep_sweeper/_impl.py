@@ -19,7 +19,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.plugins import Plugins
 from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from hydra_plugins.verlsweep_sweeper import _outputs, _results, _space, _study, _tracking
 from hydra_plugins.verlsweep_sweeper._space import SearchSpaceError
@@ -207,6 +207,8 @@ class VerlSweepImpl(Sweeper):
 
         long = [*map(str, self.long_run.overrides), f"trial.steps={int(self.long_run.steps)}"]
         cfg = self.hydra_context.config_loader.load_sweep_config(self.config, [*overrides, *long])
+        with read_write(cfg), open_dict(cfg):
+            del cfg["hydra"]          # the task's view, as Hydra's run_job hands it to the task
         trial = build_trial(cfg, require_paths=False)
         notes = "".join(f"# warning: {w}\n" for w in trial.warnings)
         return notes + trial.to_bash()
