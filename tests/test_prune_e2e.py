@@ -1,0 +1,50 @@
+"""The sweeper prunes a real trial: `python sweep.py -m` with our Optuna sweeper and the verl stand-in.
+
+Two sweep runs share one study. The first runs two healthy trials; the resumed second one adds a
+trial whose throughput collapses, which the median pruner stops after its second step: the stand-in
+process is killed, the outcome is `pruned`, its MLflow run ends KILLED with fewer steps than asked.
+"""
+from __future__ import annotations
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from tests.trial_helpers import (copy_store, empty_mlflow_db, new_mark, run_sweep,  # noqa: F401
+                                 standin_entrypoint, survivors, tiny_overrides)
+
+pytestmark = pytest.mark.slow
+
+STEPS = 4
+
+
+def test_a_trial_below_the_median_is_pruned_and_its_verl_process_stopped(tiny_model_dir, gsm8k_dir,
+                                                                         empty_mlflow_db, tmp_path):
+    uri = copy_store(empty_mlflow_db, tmp_path)
+    common = [
+        *tiny_overrides(tiny_model_dir, gsm8k_dir, tmp_path / "out", uri), standin_entrypoint(),
+        f"trial.steps={STEPS}", "+standin.step_seconds=0.3",
+        "hydra.sweeper.study_name=prune-e2e", "hydra.sweeper.enqueue_recipe=false",
+        "hydra/sweeper/sampler=random", "hydra.sweeper.sampler.seed=1",
+        "hydra/sweeper/pruner=median", "hydra.sweeper.pruner.n_startup_trials=2",
+        "hydra.sweeper.pruner.n_warmup_steps=1",
+    ]
+    mark = new_mark()
+    first = run_sweep(tmp_path, [*common, "hydra.sweeper.n_trials=2", "+env.VERL_STANDIN_THROUGHPUT=1000"],
+                      mark, multirun=True)
+    assert first.returncode == 0, first.stderr[-3000:]
+    second = run_sweep(tmp_path, [*common, "hydra.sweeper.n_trials=3", "+env.VERL_STANDIN_THROUGHPUT=10"],
+                       mark, multirun=True)
+    assert second.returncode == 0, second.stderr[-3000:]
+
+    client = MlflowClient(uri)
+    runs = {int(r.data.tags["trial.number"]): r
+            for r in client.search_runs([e.experiment_id for e in client.search_experiments()])
+            if "trial.number" in r.data.tags}
+    assert sorted(runs) == [0, 1, 2]
+    assert [runs[n].data.tags["trial.outcome"] for n in (0, 1)] == ["completed", "completed"]
+    pruned = runs[2]
+    assert pruned.data.tags["trial.outcome"] == "pruned"
+    assert pruned.info.status == "KILLED"
+    steps = [m.step for m in client.get_metric_history(pruned.info.run_id, "perf/throughput")]
+    assert steps and max(steps) < STEPS, steps
+    assert survivors(mark) == []
