@@ -1,8 +1,8 @@
-"""The sweeper prunes a real trial: `python sweep.py -m` with our Optuna sweeper and the verl stand-in.
+"""End to end through `python sweep.py` with our Optuna sweeper, the planner and the verl stand-in.
 
-Two sweep runs share one study. The first runs two healthy trials; the resumed second one adds a
-trial whose throughput collapses, which the median pruner stops after its second step: the stand-in
-process is killed, the outcome is `pruned`, its MLflow run ends KILLED with fewer steps than asked.
+Pruning: two sweep runs share one study. The first runs two healthy trials; the resumed second one
+adds a trial whose throughput collapses, which the median pruner stops after its second step: the
+stand-in process is killed, the outcome is `pruned`, its MLflow run ends KILLED with fewer steps.
 """
 from __future__ import annotations
 
@@ -47,4 +47,23 @@ def test_a_trial_below_the_median_is_pruned_and_its_verl_process_stopped(tiny_mo
     assert pruned.info.status == "KILLED"
     steps = [m.step for m in client.get_metric_history(pruned.info.run_id, "perf/throughput")]
     assert steps and max(steps) < STEPS, steps
+    assert survivors(mark) == []
+
+
+def test_a_trial_the_planner_predicts_infeasible_is_tracked_and_never_launched(tiny_model_dir, gsm8k_dir,
+                                                                               empty_mlflow_db, tmp_path):
+    """vLLM would refuse to start: 0.99 x 64 GB is more than an A2 device has free (ascend.md §5c)."""
+    uri = copy_store(empty_mlflow_db, tmp_path)
+    mark = new_mark()
+    proc = run_sweep(tmp_path, [*tiny_overrides(tiny_model_dir, gsm8k_dir, tmp_path / "out", uri),
+                                standin_entrypoint(), "plan.enforce=true",
+                                "verl.actor_rollout_ref.rollout.gpu_memory_utilization=0.99"], mark)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "trial infeasible" in proc.stdout and "vllm_start" in proc.stdout
+    client = MlflowClient(uri)
+    [run] = [r for r in client.search_runs([e.experiment_id for e in client.search_experiments()])]
+    assert run.data.tags["trial.outcome"] == "infeasible"
+    assert run.info.status == "FAILED"
+    assert not client.get_metric_history(run.info.run_id, "perf/throughput")  # verl never ran
+    assert not list((tmp_path / "out").rglob("trial.log"))
     assert survivors(mark) == []
