@@ -12,6 +12,8 @@ Overrides are the sweep's own (Hydra syntax against conf/sweep.yaml), so the tab
 """
 from __future__ import annotations
 
+import dataclasses
+
 import argparse
 import json
 import sys
@@ -104,7 +106,7 @@ def cmd_detect(argv: list[str]) -> int:
             text = args.from_npu_smi.read_text() if args.from_npu_smi else detect.run_npu_smi()
             profile = detect.profile_from_devices(detect.parse_npu_smi(text), name=args.name,
                                                   host_memory_gb=host, overrides=overrides)
-        profile.nnodes = args.nnodes
+        profile = dataclasses.replace(profile, nnodes=args.nnodes)
         path = detect.write_profile(profile, args.conf_dir, force=args.force)
     except detect.DetectError as exc:
         print(f"verlsweep.plan detect: {exc}", file=sys.stderr)

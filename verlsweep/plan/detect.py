@@ -13,11 +13,13 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from verlsweep.plan.inputs import Hardware
 
 MIB = 1024**2
 GIB = 1024**3
@@ -58,33 +60,17 @@ class Device:
     hbm_total_mb: float
 
 
-@dataclass
-class Profile:
-    """What goes under `hardware:` in the written YAML."""
+@dataclass(frozen=True)
+class Profile(Hardware):
+    """A detected device: the planner's `Hardware` (what goes under `hardware:`) and where it came from."""
 
-    name: str
-    device: str
-    chip: str
-    devices_per_node: int
-    hbm_total_gb: float
-    hbm_usable_gb: float
-    idle_reserved_gb: float
-    bf16_tflops: float
-    hbm_bandwidth_gbs: float
-    host_link_gbs: float
-    host_memory_gb: float
-    nnodes: int = 1
+    chip: str = ""
     notes: list[str] = field(default_factory=list)
 
     def hardware_node(self, description: str) -> dict[str, Any]:
-        return {
-            "name": self.name, "description": description, "device": self.device,
-            "devices_per_node": self.devices_per_node, "nnodes": self.nnodes,
-            "hbm_total_gb": round(self.hbm_total_gb, 2), "hbm_usable_gb": round(self.hbm_usable_gb, 2),
-            "idle_reserved_gb": round(self.idle_reserved_gb, 2), "bf16_tflops": self.bf16_tflops,
-            "hbm_bandwidth_gbs": self.hbm_bandwidth_gbs, "host_link_gbs": self.host_link_gbs,
-            "host_memory_gb": round(self.host_memory_gb, 1),
-        }
+        values = {f.name: getattr(self, f.name) for f in fields(Hardware)}
+        values = {k: round(v, 2) if isinstance(v, float) else v for k, v in values.items()}
+        return {"name": values.pop("name"), "description": description, **values}
 
 
 def parse_npu_smi(text: str) -> list[Device]:
@@ -130,7 +116,7 @@ def profile_from_devices(devices: list[Device], *, name: str, host_memory_gb: fl
         notes.append("every device was busy: idle_reserved_gb includes other processes' memory")
     perf = _chip_numbers(chip, overrides or {})
     return Profile(
-        name=name, device="npu", chip=chip, devices_per_node=len(devices), hbm_total_gb=total_gb,
+        name=name, device="npu", chip=chip, devices_per_node=len(devices), nnodes=1, hbm_total_gb=total_gb,
         # torch's total capacity is HBM minus the driver's share (60.96 GiB on a 64 GiB 910B3);
         # npu-smi cannot show it, total - idle is the estimate
         hbm_usable_gb=total_gb - idle_gb, idle_reserved_gb=idle_gb, host_memory_gb=host_memory_gb,
@@ -154,7 +140,7 @@ def profile_from_torch(torch_mod: Any, *, name: str, host_memory_gb: float,
     perf = _chip_numbers(chip, overrides or {})
     usable_gb = total / GIB
     return Profile(
-        name=name, device=kind, chip=chip, devices_per_node=count,
+        name=name, device=kind, chip=chip, devices_per_node=count, nnodes=1,
         # torch's total is already net of the driver's share; what this process sees in use is the rest
         hbm_total_gb=usable_gb, hbm_usable_gb=usable_gb, idle_reserved_gb=(total - free) / GIB,
         host_memory_gb=host_memory_gb,
