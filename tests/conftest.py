@@ -6,7 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from mlflow.tracking import MlflowClient
+
 from tests.fixtures.tiny_verl import make_gsm8k_parquet, make_tiny_qwen3
+from tests.trial_helpers import copy_store
 
 
 @pytest.fixture(scope="session")
@@ -21,3 +24,17 @@ def gsm8k_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     data_dir = tmp_path_factory.mktemp("gsm8k")
     make_gsm8k_parquet(data_dir)
     return data_dir
+
+
+@pytest.fixture(scope="session")
+def empty_mlflow_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An initialised, empty sqlite store (creating the schema takes seconds; copying it does not)."""
+    path = tmp_path_factory.mktemp("mlflow_template") / "mlflow.db"
+    MlflowClient(f"sqlite:///{path}").search_experiments()
+    return path
+
+
+@pytest.fixture
+def store(empty_mlflow_db: Path, tmp_path: Path) -> str:
+    """A fresh sqlite MLflow store for one test."""
+    return copy_store(empty_mlflow_db, tmp_path)

@@ -18,7 +18,6 @@ import math
 import os
 import random
 import time
-from pathlib import Path
 from typing import Any
 
 import hydra

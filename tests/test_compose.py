@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from omegaconf import OmegaConf
 
 from verlsweep import CONF_DIR
 from verlsweep.compose import build_trial, compose_config

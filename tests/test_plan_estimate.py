@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.trial_helpers import copy_store, empty_mlflow_db, new_mark, run_sweep  # noqa: F401 (fixture)
+from tests.trial_helpers import copy_store, new_mark, run_sweep
 from verlsweep.compose import compose_config
 from verlsweep.errors import ConfigError
 from verlsweep.plan import plan_cfg

@@ -13,7 +13,7 @@ import pytest
 from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
-from tests.trial_helpers import copy_store, empty_mlflow_db  # noqa: F401 (fixture)
+from tests.trial_helpers import copy_store
 from verlsweep import knobs, tracking
 from verlsweep.compose import compose_config
 from verlsweep.plan import calibration, from_cfg, plan_cfg, refit

@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.trial_helpers import (copy_store, empty_mlflow_db, new_mark, run_sweep,  # noqa: F401
-                                 standin_entrypoint, store, survivors, tiny_overrides)
+from tests.trial_helpers import copy_store, new_mark, run_sweep, standin_entrypoint, survivors, tiny_overrides
 from verlsweep import tracking
 from verlsweep.compose import compose_config
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.trial_helpers import empty_mlflow_db, new_mark, run_sweep, store, survivors, tiny_overrides  # noqa: F401
+from tests.trial_helpers import new_mark, run_sweep, survivors, tiny_overrides
 
 pytestmark = pytest.mark.slow
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.trial_helpers import (copy_store, empty_mlflow_db, new_mark, run_sweep,  # noqa: F401
-                                 standin_entrypoint, survivors, tiny_overrides)
+from tests.trial_helpers import copy_store, new_mark, run_sweep, standin_entrypoint, survivors, tiny_overrides
 
 pytestmark = pytest.mark.slow
 

@@ -89,7 +89,7 @@ def test_every_sampler_runs_a_sweep_and_writes_best_config_outputs(tmp_path, sam
     for name, value in best["params"].items():
         assert f"{name.removeprefix('verl.')}={value if not isinstance(value, bool) else str(value)}" in launch
     assert subprocess.run(["bash", "-n", str(tmp_path / "sweep" / "best_launch.sh")]).returncode == 0
-    assert f"study rollout_memory.a2_64g.qwen3_8b.grpo" in proc.stdout            # the summary table
+    assert "study rollout_memory.a2_64g.qwen3_8b.grpo" in proc.stdout            # the summary table
 
 
 def test_multi_objective_sweep_writes_the_pareto_front(tmp_path):

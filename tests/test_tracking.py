@@ -14,8 +14,6 @@ from verlsweep.metrics import StepLog
 from verlsweep.result import OUTCOMES, TrialResult
 from verlsweep.tracking import TrackingUnavailable, TrialRun
 
-from tests.trial_helpers import empty_mlflow_db, store  # noqa: F401  (fixtures)
-
 
 def cfg_for(uri: str, *overrides: str):
     return compose_config(["hardware=a2_64g", "algorithm=remax", "model=qwen3_8b", f"tracking.uri={uri}",

@@ -10,25 +10,10 @@ import uuid
 from pathlib import Path
 
 import psutil
-import pytest
-from mlflow.tracking import MlflowClient
 
 REPO = Path(__file__).resolve().parent.parent
 STANDIN = REPO / "tests" / "standin" / "verl_standin.py"
 TEST_MARK = "VERLSWEEP_TEST_MARK"     # inherited by every process a test's sweep starts
-
-
-@pytest.fixture(scope="session")
-def empty_mlflow_db(tmp_path_factory) -> Path:
-    """An initialised, empty sqlite store (creating the schema takes seconds; copying it does not)."""
-    path = tmp_path_factory.mktemp("mlflow_template") / "mlflow.db"
-    MlflowClient(f"sqlite:///{path}").search_experiments()
-    return path
-
-
-@pytest.fixture
-def store(empty_mlflow_db, tmp_path) -> str:
-    return copy_store(empty_mlflow_db, tmp_path)
 
 
 def copy_store(template: Path, dst_dir: Path) -> str:

@@ -380,7 +380,6 @@ def plan_memory(inp: PlanInputs, c: Constants, *, lengths: Lengths | None = None
     hw, r = inp.hardware, inp.rollout
     cap, margin = hw.capacity_gb, inp.margin_gb
     fixed = fixed_gb(inp, c)
-    fixed_total = sum(fixed.values())
     graphs = graph_pool_gb(inp, c)
     reservation = r.util * hw.hbm_usable_gb          # vLLM: requested = util x total capacity
     checks: dict[str, Check] = {}
