@@ -8,8 +8,9 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig
 
-from verlsweep import config_store, task
-from verlsweep.errors import ConfigError
+from verlsweep import task
+from verlsweep.command import config_store
+from verlsweep.common.errors import ConfigError
 
 config_store.register()
 

@@ -21,12 +21,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from verlsweep.compose import compose_config  # noqa: E402
+from verlsweep.command.compose import compose_config  # noqa: E402
 from verlsweep.plan import calibration, from_cfg, plan  # noqa: E402
 from verlsweep.plan.fit import fit  # noqa: E402
 from verlsweep.plan.points import point_inputs, samples  # noqa: E402
 from verlsweep.plan.table import DEFAULT_UTILS, grid  # noqa: E402
-from verlsweep.validate import tp_choices  # noqa: E402
+from verlsweep.command.topology import tp_choices  # noqa: E402
 
 
 def _err(pred: float, rep: float | None) -> str:

@@ -33,7 +33,7 @@ from omegaconf import OmegaConf
 
 from hydra_plugins.verlsweep_sweeper import _results, _space, _study
 from hydra_plugins.verlsweep_sweeper.config import TPESamplerConfig
-from verlsweep.result import TrialResult
+from verlsweep.common.result import TrialResult
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
 

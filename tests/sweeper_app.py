@@ -23,8 +23,8 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from verlsweep import config_store
-from verlsweep.result import TrialResult
+from verlsweep.command import config_store
+from verlsweep.common.result import TrialResult
 from verlsweep.study_link import reporter_for
 
 config_store.register()

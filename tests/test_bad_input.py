@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from hydra.errors import HydraException
 
-from verlsweep.compose import build_trial, compose_config
-from verlsweep.errors import ConfigError
+from verlsweep.command.compose import build_trial, compose_config
+from verlsweep.common.errors import ConfigError
 
 REPO = Path(__file__).resolve().parent.parent
 ROLLOUT = "verl.actor_rollout_ref.rollout"

@@ -5,8 +5,8 @@ import signal
 
 import pytest
 
-from verlsweep.classify import PATTERNS, LogScanner, classify, strip_prefix
-from verlsweep.result import OUTCOMES
+from verlsweep.trial.classify import PATTERNS, LogScanner, classify, strip_prefix
+from verlsweep.common.result import OUTCOMES
 
 # (expected outcome, a real line as printed by the driver or a Ray actor)
 REAL_LINES = [

@@ -11,9 +11,9 @@ import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from verlsweep import CONF_DIR
-from verlsweep.compose import build_trial, compose_config
-from verlsweep.errors import ConfigError
-from verlsweep.overrides import format_value
+from verlsweep.command.compose import build_trial, compose_config
+from verlsweep.common.errors import ConfigError
+from verlsweep.command.overrides import format_value
 
 REPO = Path(__file__).resolve().parent.parent
 ALGORITHMS = sorted(p.stem for p in (CONF_DIR / "algorithm").glob("*.yaml"))

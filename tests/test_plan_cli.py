@@ -12,11 +12,11 @@ import pytest
 import yaml
 
 from verlsweep import CONF_DIR
-from verlsweep.compose import compose_config
-from verlsweep.hydra_compose import compose_dir
+from verlsweep.command.compose import compose_config
+from verlsweep.command.hydra_compose import compose_dir
 from verlsweep.plan import detect, from_cfg, plan_cfg
 from verlsweep.plan.cli import main
-from verlsweep.validate import tp_choices
+from verlsweep.command.topology import tp_choices
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "plan_data"

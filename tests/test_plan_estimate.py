@@ -1,4 +1,4 @@
-"""runner=estimate: the planner's prediction as the trial's measurement (verlsweep/runners/estimate.py)."""
+"""runner=estimate: the planner's prediction as the trial's measurement (verlsweep/trial/runners/estimate.py)."""
 from __future__ import annotations
 
 import csv
@@ -10,12 +10,12 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from tests.trial_helpers import copy_store, new_mark, run_sweep
-from verlsweep.compose import compose_config
-from verlsweep.errors import ConfigError
+from verlsweep.command.compose import compose_config
+from verlsweep.common.errors import ConfigError
 from verlsweep.plan import plan_cfg
-from verlsweep.result import NullReporter
-from verlsweep.runners import get_runner
-from verlsweep.runners.estimate import EstimateRunner
+from verlsweep.common.result import NullReporter
+from verlsweep.trial.runners import get_runner
+from verlsweep.trial.runners.estimate import EstimateRunner
 
 ACTOR = "verl.actor_rollout_ref.actor"
 ROLLOUT = "verl.actor_rollout_ref.rollout"

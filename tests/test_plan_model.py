@@ -7,7 +7,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from verlsweep import CONF_DIR
-from verlsweep.compose import compose_config
+from verlsweep.command.compose import compose_config
 from verlsweep.plan import blocks_launch, calibration, from_cfg, plan, plan_cfg, preflight
 from verlsweep.plan.inputs import VERL_DEFAULTS
 from verlsweep.plan.memory import clipped_gamma_mean, gamma_p, micro_tokens, plan_memory, worst_lengths
@@ -28,7 +28,7 @@ def base():
 
 
 def test_verl_defaults_the_planner_assumes_are_those_of_the_installed_verl():
-    verl_schema = pytest.importorskip("verlsweep.verl_schema")
+    verl_schema = pytest.importorskip("verlsweep.command.verl_schema")
     try:
         defaults = verl_schema.defaults()
     except verl_schema.VerlNotInstalled:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from verlsweep.compose import compose_config
+from verlsweep.command.compose import compose_config
 from verlsweep.plan import calibration, from_cfg, plan
 from verlsweep.plan.points import point_config, point_inputs
 

@@ -1,6 +1,6 @@
 """Re-fitting the planner to an MLflow experiment (verlsweep/plan/refit.py, `python -m verlsweep.plan refit`).
 
-The store is a real sqlite MLflow store filled through verlsweep.tracking's own functions (parent
+The store is a real sqlite MLflow store filled through verlsweep.tracking.mlflow_runs's own functions (parent
 sweep run, child trial runs with their knobs) plus per-step metrics as verl's MLflow logger writes them.
 The measurements are made by the planner itself with known "true" constants, so the fit must find them.
 """
@@ -14,12 +14,13 @@ from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
 from tests.trial_helpers import copy_store
-from verlsweep import knobs, tracking
-from verlsweep.compose import compose_config
+from verlsweep.command import knobs
+from verlsweep.tracking import mlflow_runs as tracking
+from verlsweep.command.compose import compose_config
 from verlsweep.plan import calibration, from_cfg, plan_cfg, refit
 from verlsweep.plan.cli import main
 from verlsweep.plan.fit import Sample, predict
-from verlsweep.result import TrialResult
+from verlsweep.common.result import TrialResult
 
 CAL = calibration.load()
 TRUTH = replace(CAL.constants, decode_bw_efficiency=0.35, train_mfu=0.30, logits_bytes=7.0)
@@ -45,7 +46,7 @@ def _log_steps(client: MlflowClient, run_id: str, per_step: dict[str, float], st
 
 @pytest.fixture(scope="module")
 def experiment(empty_mlflow_db, tmp_path_factory):
-    """One sweep's parent run and its trials, as verlsweep.tracking and verl would leave them."""
+    """One sweep's parent run and its trials, as verlsweep.tracking.mlflow_runs and verl would leave them."""
     uri = copy_store(empty_mlflow_db, tmp_path_factory.mktemp("refit"))
     base = compose_config([*BASE, f"tracking.uri={uri}"])
     search = {f"{R}.gpu_memory_utilization": "interval(0.3,0.9)", f"{R}.tensor_model_parallel_size": "choice(1,2,4,8)"}

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from verlsweep.metrics import JsonlTail, StepLog, aggregate, objective, parse_console_line, parse_jsonl_record
+from verlsweep.trial.metrics import JsonlTail, StepLog, aggregate, objective, parse_console_line, parse_jsonl_record
 
 
 def test_console_line_behind_a_ray_actor_prefix_with_numpy_reprs_is_parsed():

@@ -10,11 +10,12 @@ from pathlib import Path
 import psutil
 import pytest
 
-from verlsweep.compose import build_trial, compose_config
-from verlsweep.result import NullReporter
-from verlsweep.runners import TRIAL_DIR_ENV, get_runner
-from verlsweep.runners.process import resolve_entrypoint
-from verlsweep.supervise import MARK_ENV, Supervised, ray_isolation, remove_tree
+from verlsweep.command.compose import build_trial, compose_config
+from verlsweep.common.result import NullReporter
+from verlsweep.common.names import TRIAL_DIR_ENV
+from verlsweep.trial.runners import get_runner
+from verlsweep.trial.runners.process import resolve_entrypoint
+from verlsweep.trial.supervise import MARK_ENV, Supervised, ray_isolation, remove_tree
 
 # Leaves a grandchild in its own session (outside the process group), like a daemonised helper.
 ESCAPER = textwrap.dedent("""
@@ -122,7 +123,7 @@ def test_entrypoint_python_is_this_interpreter_and_relative_files_become_absolut
 
 
 def test_unknown_runner_name_lists_the_known_ones():
-    from verlsweep.errors import ConfigError
+    from verlsweep.common.errors import ConfigError
 
     with pytest.raises(ConfigError, match="verl, script, estimate"):
         get_runner("slurm")
@@ -233,7 +234,7 @@ def test_script_runner_sets_mapped_knobs_in_env_and_forwards_the_rest(tmp_path, 
 
 
 def test_script_runner_without_a_script_names_the_key(tmp_path):
-    from verlsweep.errors import ConfigError
+    from verlsweep.common.errors import ConfigError
 
     cfg = compose_config(["validate.verl=false", "tracking.enabled=false", "runner=script", "runner.script=null"])
     with pytest.raises(ConfigError, match="runner.script"):

@@ -11,7 +11,7 @@ from optuna.distributions import CategoricalDistribution, FloatDistribution, Int
 from hydra_plugins.verlsweep_sweeper import _space
 from hydra_plugins.verlsweep_sweeper._space import SearchSpaceError
 from verlsweep import CONF_DIR
-from verlsweep.hydra_compose import compose_dir
+from verlsweep.command.hydra_compose import compose_dir
 
 UTIL = "verl.actor_rollout_ref.rollout.gpu_memory_utilization"
 TP = "verl.actor_rollout_ref.rollout.tensor_model_parallel_size"
@@ -22,7 +22,7 @@ def parse(*lines: str) -> _space.SearchSpace:
 
 
 def compose(*overrides: str):
-    from verlsweep import config_store
+    from verlsweep.command import config_store
 
     config_store.register()
     return compose_dir(CONF_DIR, "sweep", list(overrides), return_hydra_config=True)
@@ -101,7 +101,7 @@ def a2_cfg():
 
 
 def test_tp_resolver_expands_to_the_tp_sizes_the_hardware_and_model_allow():
-    from verlsweep.validate import tp_choices
+    from verlsweep.command.topology import tp_choices
 
     for hw, model in (("a2_64g", "qwen3_8b"), ("a3_64g", "qwen3_0_6b"), ("a2_64g", "qwen3_14b")):
         cfg = compose(f"hardware={hw}", f"model={model}")

@@ -15,8 +15,8 @@ from optuna.trial import TrialState
 
 from hydra_plugins.verlsweep_sweeper import _outputs, _results, _study
 from hydra_plugins.verlsweep_sweeper._space import SearchSpace
-from verlsweep.errors import ConfigError, Problem
-from verlsweep.result import NullReporter, TrialResult
+from verlsweep.common.errors import ConfigError, Problem
+from verlsweep.common.result import NullReporter, TrialResult
 from verlsweep.study_link import PRUNER_ATTR, OptunaReporter, absolute_storage_url, open_storage, reporter_for
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)

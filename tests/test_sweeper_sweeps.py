@@ -269,7 +269,7 @@ def test_sweep_py_dry_run_composes_each_trial_and_records_nothing(tmp_path):
 
 
 def test_sweep_py_with_the_estimate_runner_runs_a_pruned_constrained_sweep(tmp_path):
-    pytest.importorskip("verlsweep.runners.estimate")
+    pytest.importorskip("verlsweep.trial.runners.estimate")
     proc = run(tmp_path, "runner=estimate", "hydra.sweeper.n_trials=12", "hydra.sweeper.sampler.seed=0",
                "hydra.sweeper.pruner.n_startup_trials=2", "trial.steps=5", script=SWEEP_PY)
     trials = rows(tmp_path)

@@ -8,11 +8,11 @@ import time
 import pytest
 from mlflow.tracking import MlflowClient
 
-from verlsweep import tracking
-from verlsweep.compose import compose_config
-from verlsweep.metrics import StepLog
-from verlsweep.result import OUTCOMES, TrialResult
-from verlsweep.tracking import TrackingUnavailable, TrialRun
+from verlsweep.tracking import mlflow_runs as tracking
+from verlsweep.command.compose import compose_config
+from verlsweep.trial.metrics import StepLog
+from verlsweep.common.result import OUTCOMES, TrialResult
+from verlsweep.tracking.mlflow_runs import TrackingUnavailable, TrialRun
 
 
 def cfg_for(uri: str, *overrides: str):

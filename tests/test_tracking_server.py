@@ -14,8 +14,8 @@ import requests
 from mlflow.tracking import MlflowClient
 
 from tests.trial_helpers import new_mark, run_sweep, standin_entrypoint, survivors, tiny_overrides
-from verlsweep import tracking
-from verlsweep.compose import compose_config
+from verlsweep.tracking import mlflow_runs as tracking
+from verlsweep.command.compose import compose_config
 
 pytestmark = pytest.mark.slow
 

@@ -1,7 +1,9 @@
 """verlsweep: declarative Hydra + Optuna + MLflow sweeps for verl RL post-training.
 
-Data flows one way: sweep.py -> sweeper -> launcher -> trial task (task.py) -> compose (compose.py)
--> plan -> run -> track.
+Data flows one way: sweep.py -> sweeper (hydra_plugins/verlsweep_sweeper) -> Hydra launcher -> the
+trial task (task.py) -> command (compose) -> plan -> trial (run) -> tracking (track). Each stage is a
+subpackage that imports only `common` and the stages before it; task.py is the one module that wires
+them all. study_link.py is the Optuna link both the sweeper and a trial process import.
 """
 from pathlib import Path
 

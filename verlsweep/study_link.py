@@ -3,7 +3,7 @@
 The sweeper (hydra_plugins/verlsweep_sweeper) owns the study: it asks, launches and tells. The trial
 task only needs two things from it, and both live here so sweeper and task open the study the same
 way: `open_storage(url)` (one storage setup for every process that writes the study) and
-`reporter_for(cfg)`, the per-step pruning hook the runner calls (verlsweep.result.StepReporter).
+`reporter_for(cfg)`, the per-step pruning hook the runner calls (verlsweep.common.result.StepReporter).
 
 The sweeper passes `trial.number`, `trial.study_name` and `trial.storage` as overrides of every job,
 and stores its pruner's spec in the study's user attrs (`PRUNER_ATTR`), so a trial process rebuilds
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from verlsweep.result import NullReporter, StepReporter
+from verlsweep.common.result import NullReporter, StepReporter
 
 if TYPE_CHECKING:  # optuna costs ~0.3 s to import; single runs never need it
     import optuna

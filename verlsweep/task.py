@@ -1,4 +1,7 @@
-"""The job Hydra runs for every trial: compose -> (dry run | plan -> run -> track)."""
+"""The job Hydra runs for every trial: compose -> (dry run | plan -> run -> track).
+
+The composition root: the only module that imports every stage (command, plan, trial, tracking).
+"""
 from __future__ import annotations
 
 import logging
@@ -11,15 +14,14 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from verlsweep import knobs, plan, study_link
-from verlsweep.compose import COMMAND_JSON, Trial, build_trial
-from verlsweep.errors import ConfigError
-from verlsweep.result import TrialResult
-from verlsweep.runners import TRIAL_DIR_ENV, RunDetails, get_runner
-from verlsweep.runners.process import EXCERPT_FILE, METRICS_FILE
-from verlsweep.tracking import TrackingUnavailable, TrialRun, redact_env
-
-COMMAND_SH = "command.sh"
+from verlsweep import plan, study_link
+from verlsweep.command import knobs
+from verlsweep.command.compose import Trial, build_trial
+from verlsweep.common.names import COMMAND_JSON, COMMAND_SH, EXCERPT_FILE, FILE_LOGGER_ENV, METRICS_FILE, TRIAL_DIR_ENV
+from verlsweep.common.errors import ConfigError
+from verlsweep.common.result import TrialResult
+from verlsweep.trial.runners import RunDetails, get_runner
+from verlsweep.tracking.mlflow_runs import TrackingUnavailable, TrialRun, redact_env
 
 log = logging.getLogger("verlsweep")
 
@@ -107,7 +109,7 @@ def _start_tracking(cfg: DictConfig) -> TrialRun | None:
 
 
 def _trial_env(out: Path, tracked: TrialRun | None) -> dict[str, str]:
-    env = {TRIAL_DIR_ENV: str(out.resolve()), "VERL_FILE_LOGGER_PATH": str((out / METRICS_FILE).resolve())}
+    env = {TRIAL_DIR_ENV: str(out.resolve()), FILE_LOGGER_ENV: str((out / METRICS_FILE).resolve())}
     if tracked is not None:
         env.update(tracked.env())
     return env

@@ -23,9 +23,9 @@ from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from hydra_plugins.verlsweep_sweeper import _outputs, _results, _space, _study, _tracking
 from hydra_plugins.verlsweep_sweeper._space import SearchSpaceError
-from verlsweep.errors import Problem
-from verlsweep.overrides import format_value
-from verlsweep.result import TrialResult
+from verlsweep.common.errors import Problem
+from verlsweep.command.overrides import format_value
+from verlsweep.common.result import TrialResult
 from verlsweep.study_link import absolute_storage_url
 
 log = logging.getLogger(__name__)
@@ -203,7 +203,7 @@ class VerlSweepImpl(Sweeper):
 
     def _compose_launch(self, overrides: list[str]) -> str:
         """best_launch.sh: the trial's overrides, the long-run steps, composed and validated as a trial."""
-        from verlsweep.compose import build_trial
+        from verlsweep.command.compose import build_trial
 
         long = [*map(str, self.long_run.overrides), f"trial.steps={int(self.long_run.steps)}"]
         cfg = self.hydra_context.config_loader.load_sweep_config(self.config, [*overrides, *long])

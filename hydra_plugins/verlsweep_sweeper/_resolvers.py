@@ -1,7 +1,7 @@
 """OmegaConf resolvers a search space may use.
 
 `${verlsweep.tp_choices:}` expands, in the sweeper's process, to `choice(...)` over the rollout TP
-sizes the composed hardware x model can run (verlsweep.validate.tp_choices: divisors of the device
+sizes the composed hardware x model can run (verlsweep.command.topology.tp_choices: divisors of the device
 count that split the attention heads), so a search space never proposes a TP the validator rejects.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ TP_CHOICES = "verlsweep.tp_choices"
 
 
 def tp_choices(*, _root_: Any) -> str:
-    from verlsweep.validate import tp_choices as allowed
+    from verlsweep.command.topology import tp_choices as allowed
 
     return "choice(" + ",".join(str(tp) for tp in allowed(_root_)) + ")"
 

@@ -22,8 +22,8 @@ import optuna
 from hydra.core.utils import JobReturn, JobStatus
 from optuna.trial import TrialState
 
-from verlsweep.errors import ConfigError
-from verlsweep.result import CONSTRAINT_OUTCOMES, TrialResult
+from verlsweep.common.errors import ConfigError
+from verlsweep.common.result import CONSTRAINT_OUTCOMES, TrialResult
 
 CONSTRAINT_KEY = "memory"          # > 0: the trial did not fit (oom) or was predicted not to (infeasible)
 PLACEHOLDER_ATTR = "verlsweep.placeholder"
@@ -71,7 +71,7 @@ def result_of(ret: JobReturn | None, objectives: list[str]) -> TrialResult | Non
         return TrialResult(outcome="completed", objective=float(value[0]),
                            metrics={name: float(v) for name, v in zip(objectives, value)})
     return TrialResult(outcome="crash", excerpt=f"the task returned {type(value).__name__} {value!r:.200}, "
-                                                "not a verlsweep.result.TrialResult")
+                                                "not a verlsweep.common.result.TrialResult")
 
 
 def _measured(result: TrialResult, name: str) -> float | None:

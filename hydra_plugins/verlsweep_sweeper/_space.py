@@ -31,8 +31,8 @@ from optuna.distributions import (
     IntDistribution,
 )
 
-from verlsweep.errors import Problem
-from verlsweep.overrides import format_value
+from verlsweep.common.errors import Problem
+from verlsweep.command.overrides import format_value
 
 PARAMS_KEY = "hydra.sweeper.params"
 # Values of a discrete param checked one by one against our rules; beyond this only the endpoints.
@@ -215,7 +215,7 @@ def _has_key(cfg: DictConfig, key: str) -> bool:
 
 def _verl_key_ok(path: str) -> bool | None:
     """Whether verl 0.9.1's ppo_trainer config has `path` (None: verl not installed, cannot tell)."""
-    from verlsweep import verl_schema
+    from verlsweep.command import verl_schema
 
     try:
         verl_schema.config_dir()
@@ -236,11 +236,11 @@ def check(space: SearchSpace, config: DictConfig, group_options: Any) -> list[Pr
 
     - a key that is neither a config group, nor a key of the config, nor (under `verl.`) a key of
       verl's own config; a group choice that is not an option of the group;
-    - a value our trial rules reject on this hardware x model (verlsweep.validate.check_rules: TP
+    - a value our trial rules reject on this hardware x model (verlsweep.command.rules.check_rules: TP
       that does not divide devices/heads, utilization outside (0, 1], non-boolean offload flags ...).
     `group_options(name)` lists a config group's options ([] when `name` is not a group).
     """
-    from verlsweep import validate
+    from verlsweep.command import rules
 
     problems: list[Problem] = []
     probes: dict[str, list[Any]] = {}
@@ -272,7 +272,7 @@ def check(space: SearchSpace, config: DictConfig, group_options: Any) -> list[Pr
 
     base = copy.deepcopy(config)
     try:
-        validate.check_rules(base)
+        rules.check_rules(base)
     except Exception:  # noqa: BLE001 - not a verlsweep trial config (no hardware/model): no rules to apply
         return problems
     for name, values in probes.items():
@@ -280,7 +280,7 @@ def check(space: SearchSpace, config: DictConfig, group_options: Any) -> list[Pr
         for value in values:
             cfg = copy.deepcopy(base)
             OmegaConf.update(cfg, key, space.value(name, value), merge=False, force_add=True)
-            rejected = [p for p in validate.check_rules(cfg) if p.key == key]
+            rejected = [p for p in rules.check_rules(cfg) if p.key == key]
             if rejected:
                 problems.append(Problem(f"{PARAMS_KEY}.{name}", space.value(name, value), rejected[0].allowed,
                                         rule="search space value rejected by the trial rules"))

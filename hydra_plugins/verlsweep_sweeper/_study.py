@@ -22,7 +22,7 @@ from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.trial import FrozenTrial, TrialState
 
 from hydra_plugins.verlsweep_sweeper._space import SearchSpace, SearchSpaceError
-from verlsweep.errors import Problem
+from verlsweep.common.errors import Problem
 from verlsweep.study_link import PRUNER_ATTR, open_storage
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
-"""The sweep's MLflow parent run (verlsweep/tracking.py, issue 4, owns MLflow; this is the call site).
+"""The sweep's MLflow parent run (verlsweep/tracking/mlflow_runs.py, issue 4, owns MLflow; this is the call site).
 
-Contract (verlsweep/tracking.py docstring): `start_sweep_run(cfg, study_name, search_space, ...)`
+Contract (verlsweep/tracking/mlflow_runs.py docstring): `start_sweep_run(cfg, study_name, search_space, ...)`
 before the first trial, `tracking.parent_run_id=<id>` passed to every trial, `finish_sweep_run` at
 the end. Without the tracking module, or with `tracking.enabled=false`, a sweep runs untracked.
 """
@@ -19,22 +19,22 @@ PARENT_RUN_KEY = "tracking.parent_run_id"
 
 
 def _module() -> Any:
-    if not importlib.util.find_spec("verlsweep.tracking"):
+    if not importlib.util.find_spec("verlsweep.tracking.mlflow_runs"):
         return None
-    return importlib.import_module("verlsweep.tracking")
+    return importlib.import_module("verlsweep.tracking.mlflow_runs")
 
 
 def start_parent_run(config: DictConfig, study_name: str, search_space: Mapping[str, Any], *,
                      sampler: str, sweep_name: str | None) -> str | None:
     """The parent run's id, or None when the sweep is not tracked.
 
-    An unusable store raises verlsweep.tracking.TrackingUnavailable (a ConfigError): before any trial.
+    An unusable store raises verlsweep.tracking.mlflow_runs.TrackingUnavailable (a ConfigError): before any trial.
     """
     if not OmegaConf.select(config, "tracking.enabled", default=False):
         return None
     tracking = _module()
     if tracking is None or not hasattr(tracking, "start_sweep_run"):
-        log.warning("tracking.enabled but verlsweep.tracking has no start_sweep_run: sweep not tracked")
+        log.warning("tracking.enabled but verlsweep.tracking.mlflow_runs has no start_sweep_run: sweep not tracked")
         return None
     return tracking.start_sweep_run(config, study_name, dict(search_space), sampler=sampler, sweep_name=sweep_name)
 

@@ -45,11 +45,11 @@ def _table_parser() -> argparse.ArgumentParser:
 
 
 def cmd_table(argv: list[str]) -> int:
-    from verlsweep.compose import compose_config
+    from verlsweep.command.compose import compose_config
     from verlsweep.plan.inputs import NotPlannable, from_cfg
     from verlsweep.plan.table import DEFAULT_UTILS, grid, render
     from verlsweep.plan.verdict import load_calibration
-    from verlsweep.validate import tp_choices
+    from verlsweep.command.topology import tp_choices
 
     args = _table_parser().parse_args(argv)
     cfg = compose_config(args.overrides)

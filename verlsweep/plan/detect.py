@@ -19,10 +19,9 @@ from typing import Any
 
 import yaml
 
+from verlsweep.common.names import GIB, MIB
 from verlsweep.plan.inputs import Hardware
 
-MIB = 1024**2
-GIB = 1024**3
 
 # Per chip: verl MFU denominators and ascend.md §3 (bandwidths marked unverified there).
 KNOWN_CHIPS: dict[str, dict[str, float]] = {
@@ -195,23 +194,3 @@ def write_profile(profile: Profile, conf_dir: Path, *, force: bool = False) -> P
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(header) + "\n" + yaml.safe_dump(body, sort_keys=False))
     return path
-
-
-# --- hardware=auto ---------------------------------------------------------------------------------
-
-AUTO_RESOLVER = "verlsweep.hardware_auto"
-
-
-def _hardware_auto(*_: Any) -> Any:
-    raise DetectError(
-        "hardware=auto has no profile to use yet: on the accelerator node run "
-        "`python -m verlsweep.plan detect --name <name>` (or `--from-npu-smi FILE` with recorded "
-        "`npu-smi info` output), which writes conf/hardware/<name>.yaml, then pass hardware=<name>")
-
-
-def register_resolver() -> None:
-    """`${verlsweep.hardware_auto:}`, used by conf/hardware/auto.yaml: resolving it explains what to do."""
-    from omegaconf import OmegaConf
-
-    if not OmegaConf.has_resolver(AUTO_RESOLVER):
-        OmegaConf.register_new_resolver(AUTO_RESOLVER, _hardware_auto)

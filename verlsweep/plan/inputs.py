@@ -13,7 +13,8 @@ from typing import Any
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
-GIB = 1024**3
+from verlsweep.common.names import GIB
+
 
 # verl 0.9.1 defaults of the keys read here (verl/trainer/config/_generated_ppo_trainer.yaml).
 VERL_DEFAULTS: dict[str, Any] = {

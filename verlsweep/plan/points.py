@@ -5,7 +5,7 @@ from functools import lru_cache
 
 from omegaconf import DictConfig
 
-from verlsweep.compose import compose_config
+from verlsweep.command.compose import compose_config
 from verlsweep.plan.calibration import Calibration, Point
 from verlsweep.plan.fit import Sample
 from verlsweep.plan.inputs import PlanInputs, from_cfg

@@ -1,6 +1,6 @@
 """Re-fit the planner's constants to the trials of an MLflow experiment.
 
-What a trial's run holds (verlsweep/tracking.py): tags `sweep.hardware` / `sweep.model` /
+What a trial's run holds (verlsweep/tracking/mlflow_runs.py): tags `sweep.hardware` / `sweep.model` /
 `sweep.algorithm`, `trial.outcome`, `trial.backend`; params = the trial's overridden verl keys (dotted,
 in Hydra override syntax) on top of its parent sweep run's fixed verl keys; metrics = verl's per-step
 `perf/throughput`, `actor/perf/max_memory_allocated_gb`, `prompt_length/mean`, `response_length/mean`.
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from verlsweep.compose import compose_config
+from verlsweep.command.compose import compose_config
 from verlsweep.plan import calibration as calibration_mod
 from verlsweep.plan.calibration import Calibration
 from verlsweep.plan.fit import FitResult, Sample, fit
@@ -52,7 +52,7 @@ def _history_max(client: Any, run_id: str, key: str) -> float | None:
 
 def _overrides(run: Any, parent_params: dict[str, str], redacted: set[str]) -> list[str]:
     """Overrides that re-compose the trial: its groups from tags, verl keys from params."""
-    from verlsweep.tracking import REDACTED
+    from verlsweep.common.names import REDACTED
 
     tags = run.data.tags
     out = [f"hardware={tags['sweep.hardware']}", f"model={tags['sweep.model']}",

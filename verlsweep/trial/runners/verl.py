@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from omegaconf import DictConfig
 
-from verlsweep.compose import Trial
-from verlsweep.runners.process import ProcessRunner, resolve_entrypoint
+from verlsweep.command.compose import Trial
+from verlsweep.trial.runners.process import ProcessRunner, resolve_entrypoint
 
 
 class VerlRunner(ProcessRunner):

@@ -3,7 +3,7 @@
 Nothing is launched and no model or data file is read, so a whole sweep runs in seconds on a machine
 without accelerators. The trial otherwise looks like a real one: verl-style per-step metrics (written
 to $VERL_FILE_LOGGER_PATH in verl's file-logger format and reported to the sweeper step by step), the
-objective aggregated the same way (verlsweep.metrics), and the outcome a real run would end in:
+objective aggregated the same way (verlsweep.trial.metrics), and the outcome a real run would end in:
 `completed`, `oom` when the planner predicts a constraint does not fit (with the error text that
 constraint produces in verl/vLLM), `infeasible` when plan.enforce would have stopped it before launch,
 `pruned` when the sweeper says so.
@@ -19,15 +19,15 @@ from typing import Mapping
 
 from omegaconf import DictConfig
 
-from verlsweep import metrics
-from verlsweep.compose import Trial
-from verlsweep.errors import ConfigError, Problem
+from verlsweep.trial import metrics
+from verlsweep.command.compose import Trial
+from verlsweep.common.errors import ConfigError, Problem
 from verlsweep.plan import NotPlannable, Verdict, blocks_launch, plan_cfg
-from verlsweep.result import StepReporter, TrialResult
-from verlsweep.runners.base import TRIAL_DIR_ENV, RunDetails
+from verlsweep.common.names import FILE_LOGGER_ENV, METRICS_FILE, MLFLOW_RUN_ID_ENV, TRIAL_DIR_ENV
+from verlsweep.common.result import StepReporter, TrialResult
+from verlsweep.trial.runners.base import RunDetails
 
 PLAN_FILE = "plan.json"
-FILE_LOGGER_ENV = "VERL_FILE_LOGGER_PATH"
 
 # The metrics each estimated step carries (verl's names, verl/trainer/ppo/metric_utils.py and
 # engine_workers.py); the objective must be one of them.
@@ -73,7 +73,7 @@ class EstimateRunner:
         steps = int(cfg.trial.steps)
         # a real run stops at the binding constraint: before step 1, or when vLLM wakes for step 2
         completes = steps if verdict.feasible else (1 if verdict.binding == "rollout" else 0)
-        logger = Path(env[FILE_LOGGER_ENV]) if env.get(FILE_LOGGER_ENV) else trial_dir / "metrics.jsonl"
+        logger = Path(env[FILE_LOGGER_ENV]) if env.get(FILE_LOGGER_ENV) else trial_dir / METRICS_FILE
         logger.parent.mkdir(parents=True, exist_ok=True)
         outcome, reason = "completed", f"estimated {steps} step(s)"
         with logger.open("a") as out:
@@ -108,7 +108,7 @@ class EstimateRunner:
 
     def _done(self, cfg: DictConfig, result: TrialResult, started: float, reason: str,
               step_log: metrics.StepLog, artifacts: list[Path], env: Mapping[str, str]) -> TrialResult:
-        result.run_id = env.get("MLFLOW_RUN_ID")
+        result.run_id = env.get(MLFLOW_RUN_ID_ENV)
         result.duration_s = time.monotonic() - started
         self.details = RunDetails(reason=reason, step_log=step_log, artifacts=artifacts)
         return result

@@ -11,11 +11,11 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from verlsweep import knobs
-from verlsweep.compose import Trial
-from verlsweep.errors import ConfigError, Problem
-from verlsweep.overrides import flatten, format_value
-from verlsweep.runners.process import ProcessRunner, resolve_entrypoint
+from verlsweep.command import knobs
+from verlsweep.command.compose import Trial
+from verlsweep.common.errors import ConfigError, Problem
+from verlsweep.command.overrides import flatten, format_value
+from verlsweep.trial.runners.process import ProcessRunner, resolve_entrypoint
 
 FORWARD_MODES = ("overrides", "all")
 

@@ -1,10 +1,10 @@
 """The interface every trial runner implements (verl, script, estimate).
 
-    runner = verlsweep.runners.get_runner(cfg.runner.name)
+    runner = verlsweep.trial.runners.get_runner(cfg.runner.name)
     result = runner.run(cfg, trial, reporter, env)      # -> TrialResult
 
   cfg       the trial's composed Hydra config (root: conf/sweep.yaml),
-  trial     the validated verlsweep.compose.Trial (argv + the hardware's env),
+  trial     the validated verlsweep.command.compose.Trial (argv + the hardware's env),
   reporter  the sweeper's StepReporter (NullReporter in a single run): `report(step, value)` for each
             step's objective value as it arrives; True means stop now -> outcome `pruned`,
   env       environment for the trial process only (never set in the sweep's own os.environ,
@@ -23,11 +23,9 @@ from typing import Any, Mapping, Protocol, runtime_checkable
 
 from omegaconf import DictConfig
 
-from verlsweep.compose import Trial
-from verlsweep.result import StepReporter, TrialResult
+from verlsweep.command.compose import Trial
+from verlsweep.common.result import StepReporter, TrialResult
 
-# The trial's own directory (log file, file-logger JSONL, working dir of the process).
-TRIAL_DIR_ENV = "VERLSWEEP_TRIAL_DIR"
 
 
 @runtime_checkable
@@ -46,5 +44,5 @@ class RunDetails:
     """Optional extras of one run for the tracker (not sent to the sweeper)."""
 
     reason: str = ""                                  # e.g. the matched pattern's label, "exit 0"
-    step_log: Any = None                              # verlsweep.metrics.StepLog of the trial
+    step_log: Any = None                              # verlsweep.trial.metrics.StepLog of the trial
     artifacts: list[Path] = field(default_factory=list)   # files to attach to the MLflow run

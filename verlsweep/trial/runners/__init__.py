@@ -3,17 +3,17 @@ from __future__ import annotations
 
 import importlib
 
-from verlsweep.errors import ConfigError, Problem
-from verlsweep.runners.base import TRIAL_DIR_ENV, RunDetails, Runner
+from verlsweep.common.errors import ConfigError, Problem
+from verlsweep.trial.runners.base import RunDetails, Runner
 
 # name -> "module:Class"; imported lazily so `estimate` exists only once its module does.
 _REGISTRY: dict[str, str] = {
-    "verl": "verlsweep.runners.verl:VerlRunner",
-    "script": "verlsweep.runners.script:ScriptRunner",
-    "estimate": "verlsweep.runners.estimate:EstimateRunner",
+    "verl": "verlsweep.trial.runners.verl:VerlRunner",
+    "script": "verlsweep.trial.runners.script:ScriptRunner",
+    "estimate": "verlsweep.trial.runners.estimate:EstimateRunner",
 }
 
-__all__ = ["RunDetails", "Runner", "TRIAL_DIR_ENV", "get_runner", "names"]
+__all__ = ["RunDetails", "Runner", "get_runner", "names"]
 
 
 def names() -> list[str]:

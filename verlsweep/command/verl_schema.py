@@ -12,7 +12,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from verlsweep.hydra_compose import compose_dir
+from verlsweep.command.hydra_compose import compose_dir
 
 # Keys that verl itself documents as "add with +": open mappings that its yaml leaves empty or
 # partial (verl-0.9.md §1.2-1.3: engine_kwargs, ray_init, reward_kwargs).

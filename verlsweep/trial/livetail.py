@@ -10,7 +10,7 @@ import sys
 import threading
 from collections import deque
 
-from verlsweep.classify import strip_prefix
+from verlsweep.trial.classify import strip_prefix
 
 
 class LiveTail:

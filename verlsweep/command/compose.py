@@ -9,12 +9,14 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from verlsweep import validate
-from verlsweep.hydra_compose import compose_dir
-from verlsweep.errors import ConfigError
-from verlsweep.overrides import flatten, format_value, ordered
+from verlsweep.command.paths import check_paths
+from verlsweep.command.rules import check_resolves, check_rules
+from verlsweep.command.verl_check import check_with_verl
+from verlsweep.command.hydra_compose import compose_dir
+from verlsweep.common.errors import ConfigError
+from verlsweep.common.names import COMMAND_JSON
+from verlsweep.command.overrides import flatten, format_value, ordered
 
-COMMAND_JSON = "command.json"
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,7 @@ def verl_overrides(cfg: DictConfig, *, use_schema: bool = True) -> list[str]:
 
 
 def _plus_rule(use_schema: bool):
-    from verlsweep import verl_schema
+    from verlsweep.command import verl_schema
 
     if use_schema:
         try:
@@ -92,15 +94,15 @@ def build_trial(cfg: DictConfig, *, require_paths: bool = True) -> Trial:
 
     Raises ConfigError naming every offending key before anything can launch.
     """
-    problems = validate.check_resolves(cfg)
+    problems = check_resolves(cfg)
     if problems:
         raise ConfigError(problems)
-    problems = validate.check_rules(cfg)
-    path_problems = validate.check_paths(cfg)
+    problems = check_rules(cfg)
+    path_problems = check_paths(cfg)
     overrides = verl_overrides(cfg, use_schema=bool(cfg.validate.verl))
     if cfg.validate.verl and not problems:
         model_ok = not any(p.key.endswith("model.path") for p in path_problems)
-        problems += validate.check_with_verl(overrides, model_path_exists=model_ok)
+        problems += check_with_verl(overrides, model_path_exists=model_ok)
     if require_paths:
         problems += path_problems
     if problems:
@@ -113,7 +115,8 @@ def build_trial(cfg: DictConfig, *, require_paths: bool = True) -> Trial:
 
 def compose_config(overrides: list[str] | None = None, return_hydra_config: bool = False) -> DictConfig:
     """Our root config (conf/sweep.yaml) with `overrides`, as `python sweep.py <overrides>` would see it."""
-    from verlsweep import CONF_DIR, config_store
+    from verlsweep import CONF_DIR
+    from verlsweep.command import config_store
 
     config_store.register()
     return compose_dir(CONF_DIR, "sweep", overrides or [], return_hydra_config=return_hydra_config)

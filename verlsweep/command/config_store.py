@@ -18,7 +18,20 @@ def register() -> None:
     OmegaConf.set_struct(node.verl, False)
     ConfigStore.instance().store(name=VERL_BASE, node=node)
 
-    # conf/hardware/auto.yaml resolves to an explanation of how to make a profile (planner, issue 5)
-    from verlsweep.plan.detect import register_resolver
+    # conf/hardware/auto.yaml: every field resolves to the explanation of how to make a profile
+    if not OmegaConf.has_resolver(AUTO_RESOLVER):
+        OmegaConf.register_new_resolver(AUTO_RESOLVER, _hardware_auto)
 
-    register_resolver()
+
+AUTO_RESOLVER = "verlsweep.hardware_auto"
+
+
+class HardwareAutoError(ValueError):
+    """Raised while resolving `hardware=auto`: there is no profile to use yet."""
+
+
+def _hardware_auto(*_: object) -> object:
+    raise HardwareAutoError(
+        "hardware=auto has no profile to use yet: on the accelerator node run "
+        "`python -m verlsweep.plan detect --name <name>` (or `--from-npu-smi FILE` with recorded "
+        "`npu-smi info` output), which writes conf/hardware/<name>.yaml, then pass hardware=<name>")

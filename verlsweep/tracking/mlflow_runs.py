@@ -34,14 +34,14 @@ from urllib.parse import urlparse
 
 from omegaconf import DictConfig, OmegaConf
 
-from verlsweep.errors import ConfigError, Problem
-from verlsweep.result import TrialResult
+from verlsweep.common.errors import ConfigError, Problem
+from verlsweep.common.names import MLFLOW_RUN_ID_ENV, MLFLOW_URI_ENV, REDACTED
+from verlsweep.common.result import TrialResult
 
-log = logging.getLogger("verlsweep.tracking")
+log = logging.getLogger("verlsweep.tracking.mlflow_runs")
 
 PARENT_RUN_KEY = "tracking.parent_run_id"
 DEFAULT_EXPERIMENT = "verlsweep"
-REDACTED = "***"
 _SECRET_NAME = re.compile(r"TOKEN|PASSWORD|SECRET|KEY", re.IGNORECASE)
 # verl/utils/tracking.py _MlflowLoggingAdapter._sanitize_key: the names verl's metrics get in MLflow
 _INVALID_METRIC_CHARS = re.compile(r"[^/\w.\- :]")
@@ -180,7 +180,7 @@ def start_sweep_run(cfg: DictConfig, study_name: str, search_space: Mapping[str,
     `fixed`: the recipe values to log as params; default: every `verl.*` leaf of `cfg` that the search
     space does not vary, under its dotted verl key.
     """
-    from verlsweep.overrides import flatten
+    from verlsweep.command.overrides import flatten
 
     client = client_for(tracking_uri(cfg))
     name = experiment_name(cfg, study_name)
@@ -208,7 +208,7 @@ def finish_sweep_run(cfg: DictConfig, run_id: str, status: str = "FINISHED") -> 
 
 def _param_value(value: Any) -> str:
     """Strings as they are, other values in Hydra's override syntax: a param pastes back as an override."""
-    from verlsweep.overrides import format_value
+    from verlsweep.command.overrides import format_value
 
     value = _plain(value)
     try:
@@ -261,7 +261,7 @@ class TrialRun:
         return out
 
     def env(self) -> dict[str, str]:
-        return {"MLFLOW_TRACKING_URI": self.uri, "MLFLOW_RUN_ID": self.run_id}
+        return {MLFLOW_URI_ENV: self.uri, MLFLOW_RUN_ID_ENV: self.run_id}
 
     def finish(self, result: TrialResult, *, reason: str, artifacts: Iterable[Path] = (),
                step_log: Any = None, objective_metric: str | None = None) -> None:

@@ -1,0 +1,22 @@
+"""Names more than one stage must agree on: a trial dir's files, the env vars a trial reads, units."""
+
+# Units: the planner, `plan detect` and the device readings all speak GiB, as torch's allocator does.
+MIB = 1024**2
+GIB = 1024**3
+
+# Environment of a trial process (set only there, never in the sweep's own os.environ).
+TRIAL_DIR_ENV = "VERLSWEEP_TRIAL_DIR"          # the trial's own dir: its log, files and working dir
+FILE_LOGGER_ENV = "VERL_FILE_LOGGER_PATH"      # verl/utils/tracking.py FileLogger writes its JSONL here
+MLFLOW_RUN_ID_ENV = "MLFLOW_RUN_ID"            # verl's MLflow logger joins this run (mlflow.start_run)
+MLFLOW_URI_ENV = "MLFLOW_TRACKING_URI"
+
+# Files in a trial dir.
+COMMAND_JSON = "command.json"                  # {"argv": [...], "env": {...}} of the trial
+COMMAND_SH = "command.sh"                      # the same as a runnable bash snippet
+LOG_FILE = "trial.log"                         # everything the trial process printed
+METRICS_FILE = "metrics.jsonl"                 # verl's file-logger output (one JSON object per step)
+TAIL_FILE = "log_tail.txt"                     # the last lines of the log, for the MLflow run
+EXCERPT_FILE = "excerpt.txt"                   # the lines that decided a failed trial's outcome
+
+# How a credential's value is written wherever a trial's env is shown or tracked.
+REDACTED = "***"

@@ -1,0 +1,9 @@
+"""Stage 3, the trial process: launch one trial, supervise it, read its steps, decide its outcome.
+
+`runners/` launch (verl, a recipe script, or the planner's estimate); `supervise` owns the process
+session, its private Ray and stopping the whole tree; `metrics` reads verl's file logger and console
+steps; `classify` turns exit status + log into an outcome; `livetail` shows the log in the terminal.
+
+May import: verlsweep.common, verlsweep.command (the Trial), verlsweep.plan (runner=estimate).
+Never tracking, the sweeper or task.py.
+"""

@@ -1,0 +1,246 @@
+"""The supervised-process loop shared by the runners that launch a real training command.
+
+Subclasses say what to launch (`command`); this module launches it in the trial dir, feeds every
+step to the sweeper as it arrives, enforces runner.{startup_timeout, stall_timeout, timeout},
+stops the whole process tree, and turns exit status + log into a TrialResult.
+"""
+from __future__ import annotations
+
+import os
+import queue
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+from omegaconf import DictConfig
+
+from verlsweep.trial import classify
+from verlsweep.trial import metrics
+from verlsweep.command.compose import Trial
+from verlsweep.trial.livetail import LiveTail
+from verlsweep.common.names import (EXCERPT_FILE, FILE_LOGGER_ENV, LOG_FILE, METRICS_FILE, MLFLOW_RUN_ID_ENV,
+                                     TAIL_FILE, TRIAL_DIR_ENV)
+from verlsweep.common.result import StepReporter, TrialResult
+from verlsweep.trial.runners.base import RunDetails
+from verlsweep.trial.supervise import Supervised, ray_isolation, remove_tree
+
+
+
+@dataclass(frozen=True)
+class Limits:
+    """runner.* supervision settings; a value <= 0 or null disables that limit."""
+
+    startup_timeout: float | None
+    stall_timeout: float | None
+    timeout: float | None
+    grace_period: float
+    fatal_exit_wait: float
+    poll_interval: float
+
+
+def _limit(value: object) -> float | None:
+    return None if value is None or float(value) <= 0 else float(value)
+
+
+def limits(runner: DictConfig) -> Limits:
+    return Limits(
+        startup_timeout=_limit(runner.get("startup_timeout")),
+        stall_timeout=_limit(runner.get("stall_timeout")),
+        timeout=_limit(runner.get("timeout")),
+        grace_period=float(runner.get("grace_period", 30)),
+        fatal_exit_wait=float(runner.get("fatal_exit_wait", 60)),
+        poll_interval=float(runner.get("poll_interval", 0.1)),
+    )
+
+
+def resolve_entrypoint(argv: list[str], entrypoint_len: int) -> list[str]:
+    """`python` -> this interpreter; relative files of the entrypoint -> absolute (the trial runs in
+    its own dir)."""
+    out = list(argv)
+    for i in range(min(entrypoint_len, len(out))):
+        arg = out[i]
+        if i == 0 and arg in ("python", "python3"):
+            out[i] = sys.executable
+        elif not arg.startswith("-") and not os.path.isabs(arg) and os.path.exists(arg):
+            out[i] = os.path.abspath(arg)
+    return out
+
+
+class StepWatch:
+    """What the supervisor learns while the trial runs: steps from verl's file logger and console
+    lines (one StepLog), the classifier's scan of every line, and when the last progress was made."""
+
+    def __init__(self, cfg: DictConfig, metrics_path: Path, reporter: StepReporter) -> None:
+        self.metric_name = str(cfg.objective.metric)
+        self.reporter = reporter
+        self.scanner = classify.LogScanner(tail_lines=int(cfg.tracking.get("log_tail_lines", 200)))
+        self.step_log = metrics.StepLog()
+        self._jsonl = metrics.JsonlTail(metrics_path)
+        self._console: queue.SimpleQueue[tuple[int, dict[str, float]]] = queue.SimpleQueue()
+        self._printed = 0                   # last step number seen on the console
+        # (time, last step printed before it) of the first fatal line; a later step means it was not fatal
+        self.fatal_at: tuple[float, int] | None = None
+        self.start = time.monotonic()
+        self.last_progress = self.start
+
+    def on_line(self, line: str) -> bool:
+        """Feed one console line (called from the log-reader thread); True if it matters to a reader."""
+        parsed = metrics.parse_console_line(line)
+        if parsed:
+            self._console.put(parsed)
+            self._printed = max(self._printed, parsed[0])
+        hit = self.scanner.feed(line)
+        if hit is not None and self.fatal_at is None:
+            self.fatal_at = (time.monotonic(), self._printed)
+        return bool(parsed or hit)
+
+    def drain(self) -> bool:
+        """Take new steps from both sources and report them; True if the sweeper says prune."""
+        new: list[tuple[int, dict[str, float]]] = []
+        for step, data in self._jsonl.read():
+            if self.step_log.add(step, data, "file"):
+                new.append((step, data))
+        while True:
+            try:
+                step, data = self._console.get_nowait()
+            except queue.Empty:
+                break
+            if self.step_log.add(step, data, "console"):
+                new.append((step, data))
+        prune = False
+        for step, data in sorted(new, key=lambda s: s[0]):
+            self.last_progress = time.monotonic()
+            value = data.get(self.metric_name)
+            if value is not None and self.reporter.report(step, float(value)):
+                prune = True
+        return prune
+
+    def over_limit(self, lim: Limits, now: float) -> tuple[str | None, str | None]:
+        """The limit this trial has crossed, as (stopped, detail), or (None, None)."""
+        any_step = bool(len(self.step_log))
+        if lim.timeout and now - self.start > lim.timeout:
+            return "timeout", f"runner.timeout={lim.timeout:g}s exceeded"
+        if not any_step and lim.startup_timeout and now - self.start > lim.startup_timeout:
+            return "hang", f"no training step within runner.startup_timeout={lim.startup_timeout:g}s"
+        if any_step and lim.stall_timeout and now - self.last_progress > lim.stall_timeout:
+            return "hang", f"no new training step within runner.stall_timeout={lim.stall_timeout:g}s"
+        # a fatal error was printed and no step followed it, but the process lingers (Ray waits on dead
+        # actors, vLLM servers keep running): stop it rather than wait for the other limits
+        if (self.fatal_at and max(self.step_log.steps, default=0) <= self.fatal_at[1]
+                and now - self.fatal_at[0] > lim.fatal_exit_wait):
+            return "fatal", f"no exit within runner.fatal_exit_wait={lim.fatal_exit_wait:g}s after a fatal error"
+        return None, None
+
+
+def process_env(cfg: DictConfig, trial: Trial, own_env: Mapping[str, str], env: Mapping[str, str],
+                trial_dir: Path) -> tuple[dict[str, str], Path | None]:
+    """The trial process's environment (ours, the trial's, the runner's, the tracker's, in that order of
+    precedence) and its private Ray temp dir, removed after the trial."""
+    proc_env = dict(os.environ)
+    proc_env.pop(MLFLOW_RUN_ID_ENV, None)        # only ever the trial's own run
+    proc_env.update(trial.env)
+    proc_env.update(own_env)
+    proc_env.update(env)
+    proc_env.setdefault(FILE_LOGGER_ENV, str(trial_dir / METRICS_FILE))
+    proc_env["PYTHONUNBUFFERED"] = "1"           # step lines must stream, not arrive at exit
+    ray_tmp = ray_isolation(proc_env, cfg.runner.get("ray_address"))
+    return proc_env, ray_tmp
+
+
+class ProcessRunner:
+    """Base of `verl` and `script`: subclasses implement `command`."""
+
+    name = "process"
+
+    def __init__(self) -> None:
+        self.details: RunDetails | None = None
+
+    def command(self, cfg: DictConfig, trial: Trial) -> tuple[list[str], dict[str, str]]:
+        """The argv to launch and the env it adds (on top of the trial's)."""
+        raise NotImplementedError
+
+    def run(self, cfg: DictConfig, trial: Trial, reporter: StepReporter,
+            env: Mapping[str, str]) -> TrialResult:
+        trial_dir = Path(env.get(TRIAL_DIR_ENV) or os.getcwd()).resolve()
+        trial_dir.mkdir(parents=True, exist_ok=True)
+        argv, own_env = self.command(cfg, trial)
+        proc_env, ray_tmp = process_env(cfg, trial, own_env, env, trial_dir)
+        watch = StepWatch(cfg, Path(proc_env[FILE_LOGGER_ENV]), reporter)
+        stopped, detail, leftovers, returncode = self._supervise(cfg, argv, proc_env, trial_dir, ray_tmp, watch)
+        watch.drain()   # steps written while the process was exiting still count
+
+        verdict = classify.classify(returncode, watch.scanner, steps=watch.step_log.training_steps(),
+                                    stopped=stopped, detail=detail)
+        result = self._result(cfg, watch, verdict, env)
+        reason = verdict.reason
+        if leftovers and not stopped:
+            reason += f"; stopped {len(leftovers)} leftover process(es) of the trial"
+        files = self._write_files(trial_dir, watch.scanner, verdict)
+        self.details = RunDetails(reason=reason, step_log=watch.step_log, artifacts=files)
+        return result
+
+    def _supervise(self, cfg: DictConfig, argv: list[str], proc_env: dict[str, str], trial_dir: Path,
+                   ray_tmp: Path | None, watch: StepWatch) -> tuple[str | None, str | None, list[int], int | None]:
+        """Launch, watch until exit / prune / a limit, stop the whole tree. Returns (stopped, detail,
+        leftover pids, exit status)."""
+        lim = limits(cfg.runner)
+        title = f"trial {cfg.trial.number}" if cfg.trial.number is not None else "trial"
+        live = LiveTail(title, int(cfg.runner.get("live_tail", 10)))
+        stopped: str | None = None
+        detail: str | None = None
+
+        def on_line(line: str) -> None:
+            live.line(line, important=watch.on_line(line))
+
+        with live:
+            sup = Supervised(argv, proc_env, trial_dir, trial_dir / LOG_FILE, on_line)
+            try:
+                while True:
+                    rc = sup.wait(lim.poll_interval)
+                    if watch.drain():
+                        stopped, detail = "pruned", "pruned by the sweeper"
+                        break
+                    if rc is not None:
+                        break
+                    stopped, detail = watch.over_limit(lim, time.monotonic())
+                    if stopped:
+                        break
+                if stopped:
+                    sup.stop(lim.grace_period)
+            finally:
+                leftovers = sup.close(lim.grace_period)
+                remove_tree(ray_tmp)
+        return stopped, detail, leftovers, sup.proc.returncode
+
+    def _result(self, cfg: DictConfig, watch: StepWatch, verdict: classify.Verdict,
+                env: Mapping[str, str]) -> TrialResult:
+        obj = cfg.objective
+        step_log = watch.step_log
+
+        def aggregate(metric: str) -> float | None:
+            return metrics.objective(step_log, metric, str(obj.aggregate), int(obj.warmup_steps))
+
+        return TrialResult(
+            outcome=verdict.outcome,
+            objective=aggregate(str(obj.metric)),
+            peak_memory_gb=step_log.peak_memory_gb(),
+            metrics={m: v for m in (obj.get("extra") or []) if (v := aggregate(str(m))) is not None},
+            steps=step_log.training_steps(),
+            excerpt=verdict.excerpt,
+            run_id=env.get(MLFLOW_RUN_ID_ENV),
+            backend=self.name,
+            duration_s=time.monotonic() - watch.start,
+        )
+
+    @staticmethod
+    def _write_files(trial_dir: Path, scanner: classify.LogScanner, verdict: classify.Verdict) -> list[Path]:
+        tail = trial_dir / TAIL_FILE
+        tail.write_text("\n".join(scanner.tail) + "\n")
+        files = [tail]
+        if verdict.excerpt:
+            excerpt = trial_dir / EXCERPT_FILE
+            excerpt.write_text(f"# {verdict.outcome}: {verdict.reason}\n{verdict.excerpt}\n")
+            files.append(excerpt)
+        return files
