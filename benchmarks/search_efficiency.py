@@ -44,7 +44,7 @@ O_OFF = "verl.actor_rollout_ref.actor.fsdp_config.optimizer_offload"
 R_OFF = "verl.actor_rollout_ref.ref.fsdp_config.param_offload"
 SPACE_LINES = [f"{UTIL}=range(0.30,1.0,0.05)", f"{TP}=choice(1,2,4,8)", f"{P_OFF}=choice(true,false)",
                f"{O_OFF}=choice(true,false)", f"{R_OFF}=choice(true,false)"]
-RECIPE = {UTIL: 0.6, TP: 2, P_OFF: True, O_OFF: True, R_OFF: True}     # ascend.md §1a
+RECIPE = {UTIL: 0.6, TP: 2, P_OFF: True, O_OFF: True, R_OFF: True}     # docs/ascend.md, Seed recipe
 HBM = 60.96
 WEIGHTS = 16.4                                                           # Qwen3-8B bf16
 

@@ -3,8 +3,9 @@
 Follows the Sweeper API as Hydra's BasicSweeper uses it (hydra/_internal/core_plugins/
 basic_sweeper.py: the launcher from Plugins.instance().instantiate_launcher, validate_batch_is_legal
 before launching, multirun.yaml in the sweep dir) and hydra-optuna-sweeper's ask/tell batches, with
-what that plugin lacks (shared/reference/peers.md §1): n_trials as the study's total, trials of dead
-sweeps re-run once, failures that never abort the sweep, constraints, pruning through the task.
+what that plugin lacks (its hydra_plugins/hydra_optuna_sweeper/_impl.py; Hydra issues #1407, #1463):
+n_trials as the study's total, trials of dead sweeps re-run once, failures that never abort the
+sweep, constraints, pruning through the task.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The sweep's MLflow parent run (verlsweep/tracking/mlflow_runs.py, issue 4, owns MLflow; this is the call site).
+"""The sweep's MLflow parent run (verlsweep/tracking/mlflow_runs.py owns MLflow; this is the call site).
 
 Contract (verlsweep/tracking/mlflow_runs.py docstring): `start_sweep_run(cfg, study_name, search_space, ...)`
 before the first trial, `tracking.parent_run_id=<id>` passed to every trial, `finish_sweep_run` at

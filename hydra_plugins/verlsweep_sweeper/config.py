@@ -128,10 +128,11 @@ class NopPrunerConfig:
 class LongRunConfig:
     """How best_launch.sh turns the best trial into the real training run."""
 
-    # steps of the seed recipe's reported run (run_qwen3_8b_remax_fsdp_npu.sh, 60 steps; ascend.md §1a)
+    # steps of the seed recipe's reported run (run_qwen3_8b_remax_fsdp_npu.sh: 60 steps;
+    # docs/ascend.md, Seed recipe)
     steps: int = 60
     # a trial switches checkpoints and validation off; the long run wants them back (verl's example
-    # scripts use save_freq=20, test_freq=5; verl-0.9.md §4)
+    # scripts use save_freq=20, test_freq=5, e.g. examples/grpo_trainer/run_qwen3_8b_fsdp.sh)
     overrides: List[str] = field(
         default_factory=lambda: ["verl.trainer.save_freq=20", "verl.trainer.test_freq=5"]
     )

@@ -99,8 +99,7 @@ startup lines, joins MLflow and creates the JSONL file, then logs verl's replay-
 (default 60, as verl) without any ``step:`` line; ``stall`` does the same after logging the steps before
 ``fail_at_step``.
 
-Sources whose behaviour or text is reproduced (installed verl 0.9.1 under
-``/work/venv/lib/python3.11/site-packages/verl``, ray 2.60.0, hydra-core 1.3.8)
+Sources whose behaviour or text is reproduced (installed verl 0.9.1 wheel, ray 2.60.0, hydra-core 1.3.8)
 -----------------------------------------------------------------------------------------------------
 * verl/trainer/main_ppo.py: ``main`` (hydra.main on config/ppo_trainer, ``auto_set_device``, legacy-trainer warning
   text), ``run_ppo`` (``print(f"ray init kwargs: {...}")``, ``ray.get(runner.run.remote(config))``),
@@ -133,11 +132,11 @@ Sources whose behaviour or text is reproduced (installed verl 0.9.1 under
   by an unexpected system error. ...", "Worker unexpectedly exits with a connection error code ...");
   ray/_private/services.py / utils.py ``set_kill_on_parent_death_linux`` (fate sharing).
 * hydra 1.3.8: hydra/_internal/utils.py ``run_and_report``; hydra/core/utils.py ``JobReturn.return_value``.
-* torch_npu (Ascend/pytorch NPUCachingAllocator, via /work/shared/reference/ascend.md §5c and vllm-ascend#1127,
-  vllm-omni#1199): ``NPU out of memory. Tried to allocate X (NPU d; T total capacity; A already allocated;
+* torch_npu (Ascend/pytorch NPUCachingAllocator; vllm-ascend#6611, #1127, vllm-omni#1199; docs/ascend.md):
+  ``NPU out of memory. Tried to allocate X (NPU d; T total capacity; A already allocated;
   A current active; F free; R reserved in total by PyTorch) If reserved memory is >> allocated memory try setting
   max_split_size_mb to avoid fragmentation.`` raised as ``torch.OutOfMemoryError``.
-* CANN/HCCL (ascend.md §5c; vllm-ascend#1443, #3413, #486, #382): ``EI0002`` notify-wait timeout block after
+* CANN/HCCL (vllm-ascend#1443, #3413, #486, #382; docs/ascend.md): ``EI0002`` notify-wait timeout block after
   ``NPU function error: AclrtSynchronizeDeviceWithTimeout, error code is 507048``; ProcessGroupHCCL watchdog lines;
   ``EI0006`` "Getting socket times out" after ``OPS function error: HcclAllreduce, error code is 6``.
 * vLLM (vllm/v1/core/kv_cache_utils.py ``_check_enough_kv_cache_memory``: "No available memory for the cache
@@ -740,7 +739,7 @@ class MemoryModel:
         capacity = knobs.device_memory_gib
         peak = knobs.peak_memory_gb * (0.6 if shape.param_offload else 1.0) * (0.65 if shape.optimizer_offload else 1.0)
         resident = peak * 0.5 * (0.25 if shape.param_offload else 1.0) * (0.5 if shape.optimizer_offload else 1.0)
-        driver_reserved = 3.3  # idle HBM the Ascend driver keeps (ascend.md §5a)
+        driver_reserved = 3.3  # idle HBM the Ascend driver keeps (npu-smi in vllm-ascend#1903)
         free = capacity - driver_reserved - resident
         request = shape.util * capacity
         kv = request - knobs.model_weights_gib / shape.tp - 2.0

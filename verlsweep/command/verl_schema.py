@@ -15,7 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 from verlsweep.command.hydra_compose import compose_dir
 
 # Keys that verl itself documents as "add with +": open mappings that its yaml leaves empty or
-# partial (verl-0.9.md §1.2-1.3: engine_kwargs, ray_init, reward_kwargs).
+# partial (docs/verl.md, Config keys that need `+`: engine_kwargs, ray_init, reward_kwargs).
 DYNAMIC_PREFIXES: tuple[str, ...] = (
     "actor_rollout_ref.rollout.engine_kwargs.",
     "ray_kwargs.ray_init.",

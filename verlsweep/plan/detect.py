@@ -2,7 +2,7 @@
 
 Sources, in order of preference:
 * `npu-smi info` text (run now, or recorded in a file): chip name, number of devices (A3 cards show
-  two chips, each a device to verl) and HBM used / total per device (shared/reference/ascend.md §5b);
+  two chips, each a device to verl) and HBM used / total per device (docs/ascend.md, npu-smi output);
 * torch: `torch.npu` / `torch.cuda` device count, name and `mem_get_info` (free, total).
 
 What no tool reports (peak bf16 FLOPs, HBM bandwidth, host link) comes from KNOWN_CHIPS by chip name
@@ -23,7 +23,8 @@ from verlsweep.common.names import GIB, MIB
 from verlsweep.plan.inputs import Hardware
 
 
-# Per chip: verl MFU denominators and ascend.md §3 (bandwidths marked unverified there).
+# Per chip: verl/utils/flops_counter.py MFU denominators and docs/ascend.md, Hardware (bandwidths
+# marked unverified there).
 KNOWN_CHIPS: dict[str, dict[str, float]] = {
     "910B1": {"bf16_tflops": 354, "hbm_bandwidth_gbs": 1600, "host_link_gbs": 64},
     "910B2": {"bf16_tflops": 354, "hbm_bandwidth_gbs": 1600, "host_link_gbs": 64},

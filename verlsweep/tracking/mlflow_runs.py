@@ -1,7 +1,7 @@
 """MLflow: one experiment per study, a parent run per sweep, a nested child run per trial.
 
-Contract with the sweeper (hydra_plugins/verlsweep_sweeper, issue 3)
---------------------------------------------------------------------
+Contract with the sweeper (hydra_plugins/verlsweep_sweeper)
+-----------------------------------------------------------
 1. Before the first trial, in the sweep's process:
        parent_id = tracking.start_sweep_run(cfg, study_name, search_space, sampler=...)
    `cfg` is the sweep's composed config; it fails with TrackingUnavailable (a ConfigError naming
@@ -10,7 +10,7 @@ Contract with the sweeper (hydra_plugins/verlsweep_sweeper, issue 3)
    `sweep.hardware`, `sweep.algorithm`, `sweep.model`, `sweep.sampler`, `sweep.study`; params: the
    fixed recipe values (dotted verl keys, swept keys left out); artifact `search_space.json`.
 2. Every trial gets the overrides `tracking.parent_run_id=<parent_id>` (and `trial.number`,
-   `trial.study_name` as issue 3 defines). The child run is then created in the parent's experiment
+   `trial.study_name` as the sweeper defines them). The child run is then created in the parent's experiment
    with tag `mlflow.parentRunId`, so a trial can never land in a different experiment than its sweep.
 3. At the end: `tracking.finish_sweep_run(cfg, parent_id, status)` (FINISHED / FAILED / KILLED).
 A single run (no -m) has no parent: the child goes to `experiment_name(cfg)` on its own.

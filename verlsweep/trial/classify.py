@@ -1,11 +1,12 @@
 """A finished trial process -> one outcome, from its exit status and what it printed.
 
-ONE table of patterns, built from the real texts collected in shared/reference/ascend.md §5c
-(torch_npu NPUCachingAllocator, CANN/HCCL error codes, vllm-ascend worker) and verl-0.9.md §5
-(verl's device check in verl/single_controller/ray/base.py, vLLM startup errors, Ray errors,
-Hydra's override errors in hydra/_internal/config_loader_impl.py). Rows are in priority order:
-when a log holds several, the first row's outcome wins (an OOM on one rank is the cause of the
-HCCL timeouts and ActorDiedErrors on the others). The matched line is kept as the excerpt.
+ONE table of patterns, built from the real texts of torch_npu (NPUCachingAllocator), CANN/HCCL
+error codes and the vllm-ascend worker (docs/ascend.md, Error signatures) and of verl, vLLM, Ray
+and Hydra (docs/verl.md, Failure modes: verl's device check in verl/single_controller/ray/base.py,
+vLLM startup errors, Ray errors, Hydra's override errors in hydra/_internal/config_loader_impl.py).
+Rows are in priority order: when a log holds several, the first row's outcome wins (an OOM on one
+rank is the cause of the HCCL timeouts and ActorDiedErrors on the others). The matched line is kept
+as the excerpt.
 
 Lines are scanned as they stream (`LogScanner.feed`), so a cause printed long before the end of
 a long log is not lost to the tail window.
@@ -45,13 +46,13 @@ PATTERNS: tuple[Pattern, ...] = (
     _p("no_devices", "verl device check", r"Total available GPUs \d+ is less than total desired GPUs \d+",
        "verl/single_controller/ray/base.py ResourcePoolManager._check_resource_available"),
     _p("no_devices", "npu not visible", r"NPU device is not available or visible",
-       "verl ascend faq (ascend.md §2a)"),
+       "verl docs/ascend_tutorial/faq/faq.rst"),
     _p("no_devices", "no cuda device", r"No CUDA GPUs are available|Found no NVIDIA driver",
        "torch/cuda/__init__.py _lazy_init"),
     # --- device memory: training allocator, CANN, vLLM startup / KV cache, Ray host memory ---
-    _p("oom", "npu out of memory", r"NPU out of memory", "torch_npu NPUCachingAllocator.cpp (ascend.md §5c)"),
+    _p("oom", "npu out of memory", r"NPU out of memory", "torch_npu NPUCachingAllocator.cpp (vllm-ascend#6611)"),
     _p("oom", "cuda out of memory", r"CUDA out of memory|torch\.OutOfMemoryError",
-       "torch CUDACachingAllocator (verl-0.9.md §5)"),
+       "torch c10/cuda/CUDACachingAllocator.cpp"),
     _p("oom", "cann allocation", r"\bEL0004\b|Failed to allocate", "torch_npu NPUException.cpp isCannOOM()"),
     _p("oom", "vllm startup memory", r"Free memory on device .* less than desired GPU memory utilization",
        "vllm_ascend/worker/worker.py, vllm/v1/worker/utils.py"),
@@ -59,21 +60,22 @@ PATTERNS: tuple[Pattern, ...] = (
        r"larger than the maximum number of tokens that can be stored in KV cache", "vllm/v1/core/kv_cache_utils.py"),
     _p("oom", "host memory (ray memory monitor)", r"which exceeds the memory usage threshold|"
        r"Task was killed due to the node running low on memory", "ray/_private/memory_monitor"),
-    _p("oom", "out of memory in a ray task", r"RayTaskError\(OutOfMemoryError\)", "ray.exceptions (verl-0.9.md §5)"),
+    _p("oom", "out of memory in a ray task", r"RayTaskError\(OutOfMemoryError\)", "ray/exceptions.py RayTaskError"),
     # --- collectives that never completed ---
     # the same watchdog text is printed by torch's ProcessGroupNCCL (WorkNCCL) on GPUs
     _p("hccl_timeout", "collective watchdog", r"Watchdog caught collective operation timeout|"
-       r"HCCL watchdog thread terminated", "torch_npu ProcessGroupHCCL.cpp (ascend.md §5c), ProcessGroupNCCL.cpp"),
+       r"HCCL watchdog thread terminated", "torch_npu ProcessGroupHCCL.cpp (vllm-ascend#382), ProcessGroupNCCL.cpp"),
     _p("hccl_timeout", "hccl exec timeout", r"\bEI0002\b|error code is 507048|Notify register times out",
-       "CANN HCCL_EXEC_TIMEOUT (ascend.md §5c)"),
+       "CANN HCCL_EXEC_TIMEOUT (vllm-ascend#1443)"),
     _p("hccl_timeout", "hccl connect timeout", r"\bEI0006\b|Getting socket times out|wait socket establish timeout",
-       "CANN HCCL_CONNECT_TIMEOUT (ascend.md §5c)"),
+       "CANN HCCL_CONNECT_TIMEOUT (vllm-ascend#486)"),
     _p("hccl_timeout", "hccl blocking wait", r"timed out in blocking wait \((?:TORCH_)?HCCL_BLOCKING_WAIT",
        "torch_npu ProcessGroupHCCL.cpp"),
     # --- a process died; the cause is elsewhere or unknown ---
-    _p("crash", "ray actor died", r"ActorDiedError|The actor died unexpectedly", "ray.exceptions (verl-0.9.md §5)"),
+    _p("crash", "ray actor died", r"ActorDiedError|The actor died unexpectedly", "ray/exceptions.py ActorDiedError"),
     _p("crash", "segfault", r"Segmentation fault|SIGSEGV|core dumped|Fatal Python error", "kernel / CPython"),
-    _p("crash", "graph capture", r"\b207008\b|\bEL0009\b|Stream resources are insufficient", "ascend.md §5c / §4c"),
+    _p("crash", "graph capture", r"\b207008\b|\bEL0009\b|Stream resources are insufficient",
+       "torch_npu NPUGraph.cpp capture_begin (vllm-ascend docs/source/faqs.md)"),
 )
 
 _ANY = re.compile("|".join(f"(?:{p.regex.pattern})" for p in PATTERNS))

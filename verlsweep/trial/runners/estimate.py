@@ -146,7 +146,7 @@ def step_metrics(verdict: Verdict, step: int, rng: random.Random, noise: float, 
 
 
 def failure_text(verdict: Verdict, cfg: DictConfig) -> str:
-    """The error a real run would print at the binding constraint (shared/reference/ascend.md §5c)."""
+    """The error a real run would print at the binding constraint (docs/ascend.md, Error signatures)."""
     check = verdict.checks[verdict.binding]
     total = float(cfg.hardware.hbm_usable_gb)
     if verdict.binding == "vllm_start":
