@@ -1,4 +1,4 @@
-"""Bad input is rejected before anything launches, with the key and the allowed values (issue 2)."""
+"""Bad input is rejected before anything launches, with the key and the allowed values."""
 from __future__ import annotations
 
 import subprocess

@@ -12,11 +12,11 @@ import pytest
 import yaml
 
 from verlsweep import CONF_DIR
+from verlsweep.command import config_store
 from verlsweep.command.compose import compose_config
 from verlsweep.command.hydra_compose import compose_dir
 from verlsweep.plan import detect, from_cfg, plan_cfg
 from verlsweep.plan.cli import main
-from verlsweep.command.topology import tp_choices
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "plan_data"
@@ -25,6 +25,12 @@ DATA = Path(__file__).resolve().parent / "plan_data"
 def plan_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "verlsweep.plan", *args], cwd=cwd or REPO,
                           capture_output=True, text=True, timeout=300)
+
+
+def compose_copy(conf_dir: Path, *overrides: str):
+    """A copy of conf/ composed as sweep.py composes conf/ (verlsweep's structured configs registered)."""
+    config_store.register()
+    return compose_dir(conf_dir, "sweep", list(overrides))
 
 
 @pytest.fixture
@@ -39,7 +45,7 @@ def test_the_table_plans_every_util_tp_offload_combination_of_the_composed_trial
     proc = plan_cli("hardware=a2_64g", "model=qwen3_8b", "algorithm=remax", "--json")
     assert proc.returncode == 0, proc.stderr
     rows = json.loads(proc.stdout)
-    tps = tp_choices(compose_config(["hardware=a2_64g", "model=qwen3_8b"]))
+    tps = (1, 2, 4, 8)                                  # every TP an 8-device A2 node can run Qwen3-8B at
     assert len(rows) == 7 * len(tps) * 4
     assert {(r["util"], r["tp"], r["param_offload"], r["optimizer_offload"]) for r in rows} == {
         (u, t, p, o) for u in (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9) for t in tps for p in (True, False)
@@ -75,7 +81,7 @@ def test_detect_writes_a_profile_from_recorded_npu_smi_that_plans_like_the_shipp
     assert hw["devices_per_node"] == 8 and hw["hbm_total_gb"] == 64.0
     assert hw["idle_reserved_gb"] == pytest.approx(3368 / 1024, abs=0.01)     # least-used device
     assert hw["bf16_tflops"] == 313 and hw["host_memory_gb"] == 1024
-    ours = compose_dir(conf_copy, "sweep", ["hardware=lab_a2", "algorithm=remax"])
+    ours = compose_copy(conf_copy, "hardware=lab_a2", "algorithm=remax")
     shipped = compose_config(["hardware=a2_64g", "algorithm=remax"])
     assert ours.verl.trainer.n_gpus_per_node == 8 and ours.env.TASK_QUEUE_ENABLE == "1"
     mine, theirs = plan_cfg(ours), plan_cfg(shipped)
@@ -88,7 +94,7 @@ def test_detect_counts_each_a3_chip_as_a_device(conf_copy):
                  "--host-memory-gb", "1536", "--conf-dir", str(conf_copy)]) == 0
     hw = yaml.safe_load((conf_copy / "hardware" / "lab_a3.yaml").read_text())["hardware"]
     assert hw["devices_per_node"] == 16 and hw["bf16_tflops"] == 354
-    assert from_cfg(compose_dir(conf_copy, "sweep", ["hardware=lab_a3"])).hardware.world == 16
+    assert from_cfg(compose_copy(conf_copy, "hardware=lab_a3")).hardware.world == 16
 
 
 def test_detect_refuses_an_unknown_chip_without_its_numbers(conf_copy, capsys, tmp_path):

@@ -15,7 +15,6 @@ from verlsweep.common.errors import ConfigError
 from verlsweep.plan import plan_cfg
 from verlsweep.common.result import NullReporter
 from verlsweep.trial.runners import get_runner
-from verlsweep.trial.runners.estimate import EstimateRunner
 
 ACTOR = "verl.actor_rollout_ref.actor"
 ROLLOUT = "verl.actor_rollout_ref.rollout"
@@ -38,11 +37,6 @@ def run(tmp_path: Path, overrides: list[str], reporter=None):
     runner = get_runner("estimate")
     env = {"VERLSWEEP_TRIAL_DIR": str(tmp_path), "VERL_FILE_LOGGER_PATH": str(tmp_path / "metrics.jsonl")}
     return cfg, runner, runner.run(cfg, None, reporter or NullReporter(), env)
-
-
-def test_the_estimate_runner_is_registered_and_needs_no_files():
-    runner = get_runner("estimate")
-    assert isinstance(runner, EstimateRunner) and runner.needs_files is False
 
 
 def test_a_feasible_trial_completes_with_verl_style_steps_around_the_prediction(tmp_path):
@@ -106,7 +100,7 @@ def test_an_objective_the_planner_cannot_predict_is_refused_by_name(tmp_path):
 
 @pytest.mark.slow
 def test_a_whole_estimated_sweep_runs_offline_and_is_tracked_like_a_real_one(empty_mlflow_db, tmp_path):
-    """The README's first command, with no model, data or accelerator (issue 5, runner=estimate)."""
+    """The README's first command, with no model, data or accelerator (runner=estimate)."""
     uri = copy_store(empty_mlflow_db, tmp_path)
     proc = run_sweep(tmp_path, ["hardware=a2_64g", "algorithm=remax", "runner=estimate", "sweep=smoke",
                                 "hydra.sweeper.n_trials=2",

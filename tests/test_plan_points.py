@@ -1,6 +1,6 @@
-"""The planner against every known point of verlsweep/plan/calibration.yaml (issue 5, "Must show").
+"""The planner against every known point of verlsweep/plan/calibration.yaml .
 
-Recipes that ran (shared/reference/ascend.md §1, §2d, on their own hardware) must be predicted
+Recipes that ran (docs/ascend.md, Calibration recipes; on their own hardware) must be predicted
 feasible; configurations that fail must be predicted infeasible with the constraint they fail on.
 """
 from __future__ import annotations

@@ -25,8 +25,8 @@ import pytest
 VERL_TIMEOUT_S = 180
 DEVICE_CHECK = "ValueError: Total available GPUs 0 is less than total desired GPUs 8"
 
-# The command comes from verlsweep's own composition (issue 2: "a test runs the actual
-# python -m verl.trainer.main_ppo with the composed argv"), scaled down to the fixtures.
+# The command comes from verlsweep's own composition (a test runs the actual
+# python -m verl.trainer.main_ppo with the composed argv), scaled down to the fixtures.
 _SCALE_DOWN = [
     "verl.data.train_batch_size=8",
     "verl.actor_rollout_ref.actor.ppo_mini_batch_size=8",

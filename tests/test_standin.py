@@ -169,7 +169,7 @@ def test_bad_knob_is_a_usage_error_not_a_verl_failure(tmp_path: Path) -> None:
 # -------------------------------------------------------------------------------------------------------------
 
 
-def test_ok_run_console_and_jsonl(tmp_path: Path) -> None:
+def test_a_healthy_run_prints_verls_step_lines_and_writes_the_same_steps_to_its_jsonl(tmp_path: Path) -> None:
     jsonl = tmp_path / "metrics.jsonl"
     start = time.monotonic()
     res = run_standin(
@@ -265,7 +265,9 @@ def test_throughput_is_deterministic_and_depends_on_config(tmp_path: Path) -> No
     [(0.5, 2, None), (0.8, 2, "on startup is less than desired GPU memory utilization"),
      (0.2, 1, "No available memory for the cache blocks")],
 )
-def test_auto_mode_memory_landscape(tmp_path: Path, util: float, tp: int, expect: str | None) -> None:
+def test_auto_mode_fails_with_vllms_error_only_when_util_and_tp_leave_too_little_memory(
+    tmp_path: Path, util: float, tp: int, expect: str | None
+) -> None:
     res = run_standin(
         tmp_path, "+standin.mode=auto", "trainer.total_training_steps=1", "trainer.logger=[console]", *FAST,
         f"actor_rollout_ref.rollout.gpu_memory_utilization={util}",
@@ -486,7 +488,9 @@ def test_mlflow_without_run_id_uses_project_and_experiment_names(tmp_path: Path)
     ("mode", "status", "has_metrics"),
     [("oom", "FINISHED", True), ("crash", "RUNNING", True), ("no_devices", "RUNNING", False)],
 )
-def test_mlflow_status_after_failures(tmp_path: Path, mode: str, status: str, has_metrics: bool) -> None:
+def test_a_failed_run_leaves_the_mlflow_run_it_joined_in_the_status_verl_leaves_it(
+    tmp_path: Path, mode: str, status: str, has_metrics: bool
+) -> None:
     from mlflow.tracking import MlflowClient
 
     _, uri = _mlflow_env(tmp_path, None)

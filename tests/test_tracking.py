@@ -41,12 +41,6 @@ def test_credentials_in_env_names_are_redacted():
                                         "api_key": "***", "HCCL_EXEC_TIMEOUT": "3600"}
 
 
-@pytest.mark.parametrize("outcome", OUTCOMES)
-def test_every_outcome_maps_to_a_terminal_mlflow_status(outcome):
-    expected = {"completed": "FINISHED", "pruned": "KILLED", "timeout": "KILLED", "hang": "KILLED"}
-    assert tracking.status_for(outcome) == expected.get(outcome, "FAILED")
-
-
 def test_sweep_parent_run_has_group_tags_fixed_params_and_search_space(store):
     cfg = cfg_for(store)
     space = {"verl.actor_rollout_ref.rollout.gpu_memory_utilization": "interval(0.4, 0.9)",
@@ -92,8 +86,17 @@ def test_single_run_has_no_parent_and_goes_to_the_default_experiment(store):
     assert MlflowClient(store).get_experiment(child.info.experiment_id).name == "verlsweep"
 
 
-@pytest.mark.parametrize("outcome,status", [("completed", "FINISHED"), ("oom", "FAILED"), ("pruned", "KILLED")])
-def test_finish_records_outcome_measurements_artifacts_and_status(store, tmp_path, outcome, status):
+def expected_status(outcome: str) -> str:
+    """The issue's rule: a completed trial FINISHED, one we stopped (sweeper prune, trial limits) KILLED,
+    every other outcome FAILED."""
+    if outcome == "completed":
+        return "FINISHED"
+    return "KILLED" if outcome in ("pruned", "timeout", "hang") else "FAILED"
+
+
+@pytest.mark.parametrize("outcome", OUTCOMES)
+def test_a_finished_trial_run_stores_its_outcome_measurements_artifacts_and_terminal_status(store, tmp_path,
+                                                                                             outcome):
     run = TrialRun.start(cfg_for(store), {})
     excerpt = tmp_path / "excerpt.txt"
     excerpt.write_text("NPU out of memory\n")
@@ -101,9 +104,10 @@ def test_finish_records_outcome_measurements_artifacts_and_status(store, tmp_pat
     run.finish(result, reason="npu out of memory", artifacts=[excerpt, tmp_path / "missing.txt"])
     client = MlflowClient(store)
     done = client.get_run(run.run_id)
-    assert done.info.status == status
-    assert done.data.tags["trial.outcome"] == outcome
+    assert done.info.status == expected_status(outcome)
+    assert (done.data.tags["trial.outcome"], done.data.tags["trial.reason"]) == (outcome, "npu out of memory")
     assert done.data.metrics["objective"] == 812.5 and done.data.metrics["peak_memory_gb"] == 41.25
+    assert done.data.metrics["trial.steps"] == 3
     assert [a.path for a in client.list_artifacts(run.run_id)] == ["excerpt.txt"]
 
 
