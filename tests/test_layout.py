@@ -13,7 +13,7 @@ ALLOWED = {
     "command": {"common"},
     "plan": {"common", "command"},
     "trial": {"common", "command", "plan"},
-    "tracking": {"common", "command"},
+    "tracking": {"common", "command", "plan", "trial"},
     "study_link": {"common"},
 }
 

@@ -21,6 +21,7 @@ from verlsweep.plan import calibration, from_cfg, plan_cfg, refit
 from verlsweep.plan.cli import main
 from verlsweep.plan.fit import Sample, predict
 from verlsweep.common.result import TrialResult
+from verlsweep.tracking.system_metrics import DevicePeak
 
 CAL = calibration.load()
 TRUTH = replace(CAL.constants, decode_bw_efficiency=0.35, train_mfu=0.30, logits_bytes=7.0)
@@ -62,7 +63,8 @@ def experiment(empty_mlflow_db, tmp_path_factory):
             "actor/perf/max_memory_allocated_gb": predict(Sample("", truth_inputs, "memory", 1.0), TRUTH),
             "prompt_length/mean": prompt, "response_length/mean": response,
         })
-        run.finish(TrialResult("completed", backend="verl"), reason="exit 0")
+        device_peak = DevicePeak(predict(Sample("", truth_inputs, "device_memory", 1.0), TRUTH), "npu 0", time.time())
+        run.finish(TrialResult("completed", backend="verl"), reason="exit 0", device_peak=device_peak)
     # runs a refit must leave alone: a prediction, and a trial that never completed
     cfg = compose_config([*BASE, f"tracking.uri={uri}", f"tracking.parent_run_id={parent}", "trial.number=90"])
     est = tracking.TrialRun.start(cfg, {})
@@ -83,6 +85,8 @@ def test_harvest_rebuilds_each_real_completed_trial_with_its_measured_lengths(ex
     assert tps == sorted(int(t[0][1].rsplit("=", 1)[1]) for t in TRIALS)
     lengths = sorted(s.inputs.response_tokens for s in got.samples if s.kind == "memory")
     assert lengths == sorted(float(t[2]) for t in TRIALS)
+    # the device monitor's peak is a sample of its own, next to verl's allocator peak
+    assert sum(s.kind == "device_memory" for s in got.samples) == len(TRIALS)
 
 
 @pytest.mark.slow

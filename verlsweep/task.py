@@ -5,6 +5,7 @@ The composition root: the only module that imports every stage (command, plan, t
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -21,6 +22,8 @@ from verlsweep.common.names import COMMAND_JSON, COMMAND_SH, EXCERPT_FILE, FILE_
 from verlsweep.common.errors import ConfigError
 from verlsweep.common.result import TrialResult
 from verlsweep.trial.runners import RunDetails, get_runner
+from verlsweep.tracking.system_metrics import DevicePeak, TrialMonitor
+from verlsweep.trial import devices
 from verlsweep.tracking.mlflow_runs import TrackingUnavailable, TrialRun, redact_env
 
 log = logging.getLogger("verlsweep")
@@ -66,12 +69,18 @@ def run(cfg: DictConfig) -> Any:
     reporter = study_link.reporter_for(cfg)
     tracked = _start_tracking(cfg)
     _write_command(trial, out)
-    result, details = None, None
+    result, details, peak = None, None, None
     try:
         result = preflight_result(cfg)
         if result is None:
-            result = runner.run(cfg, trial, reporter, _trial_env(out, tracked))
+            monitor = _start_monitor(cfg, trial, tracked, runner)
+            try:
+                result = runner.run(cfg, trial, reporter, _trial_env(out, tracked))
+            finally:
+                peak = monitor.stop() if monitor is not None else None
             details = getattr(runner, "details", None)
+            if peak is not None:
+                result.peak_device_hbm_gb = peak.hbm_gb
     except ConfigError as exc:                                    # the runner refused its input
         result = TrialResult("config_error", excerpt=str(exc), backend=str(cfg.runner.name))
         if not multirun:
@@ -83,7 +92,7 @@ def run(cfg: DictConfig) -> Any:
         raise
     if tracked is not None:
         result.run_id = tracked.run_id
-    _finish(cfg, tracked, result, details, out)
+    _finish(cfg, tracked, result, details, out, device_peak=peak)
     return _report(result, out, multirun)
 
 
@@ -108,6 +117,22 @@ def _start_tracking(cfg: DictConfig) -> TrialRun | None:
     return TrialRun.start(cfg, knobs.knobs(cfg, knobs.job_overrides()))
 
 
+def _start_monitor(cfg: DictConfig, trial: Trial, tracked: TrialRun | None, runner: Any) -> TrialMonitor | None:
+    """Device and host readings for the trial's run while it runs; first a warning if a device the trial
+    may use is already busy (a leftover trial or another job: the trial would OOM for a reason that is
+    not its config)."""
+    if not cfg.monitor.enabled or not getattr(runner, "uses_devices", True):
+        return None
+    reader = devices.reader_for(str(cfg.hardware.device))
+    visible = devices.visible_indices({**os.environ, **trial.env}, cfg.hardware.get("visible_devices_env"))
+    idle_gb = float(cfg.hardware.idle_reserved_gb) + float(cfg.monitor.busy_margin_gb)
+    for line in devices.busy_devices(reader, visible, idle_gb):
+        log.warning("device busy before launch: %s", line)
+    if tracked is None:
+        return None
+    return TrialMonitor(tracked.run_id, tracked.uri, float(cfg.monitor.interval), reader, visible).start()
+
+
 def _trial_env(out: Path, tracked: TrialRun | None) -> dict[str, str]:
     env = {TRIAL_DIR_ENV: str(out.resolve()), FILE_LOGGER_ENV: str((out / METRICS_FILE).resolve())}
     if tracked is not None:
@@ -124,7 +149,7 @@ def _write_command(trial: Trial, out: Path) -> list[Path]:
 
 
 def _finish(cfg: DictConfig, tracked: TrialRun | None, result: TrialResult, details: RunDetails | None,
-            out: Path, reason: str | None = None) -> None:
+            out: Path, reason: str | None = None, device_peak: DevicePeak | None = None) -> None:
     if tracked is None:
         return
     files = [out / COMMAND_JSON, out / COMMAND_SH, *(details.artifacts if details else [])]
@@ -133,7 +158,8 @@ def _finish(cfg: DictConfig, tracked: TrialRun | None, result: TrialResult, deta
         excerpt.write_text(f"# {result.outcome}\n{result.excerpt}\n")
         files.append(excerpt)
     tracked.finish(result, reason=reason or (details.reason if details else result.outcome), artifacts=files,
-                   step_log=details.step_log if details else None, objective_metric=str(cfg.objective.metric))
+                   step_log=details.step_log if details else None, objective_metric=str(cfg.objective.metric),
+                   device_peak=device_peak)
 
 
 def _config_error(cfg: DictConfig, exc: ConfigError, out: Path, started: float) -> TrialResult:

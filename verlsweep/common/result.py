@@ -34,6 +34,7 @@ class TrialResult:
     run_id: str | None = None               # MLflow run of this trial
     backend: str = "verl"                   # runner that produced it: verl | script | estimate
     duration_s: float = 0.0
+    peak_device_hbm_gb: float | None = None  # max HBM in use on any of its devices, from npu-smi / NVML
 
     def __post_init__(self) -> None:
         if self.outcome not in OUTCOMES:

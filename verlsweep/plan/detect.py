@@ -40,8 +40,13 @@ KNOWN_CHIPS: dict[str, dict[str, float]] = {
     "H20": {"bf16_tflops": 148, "hbm_bandwidth_gbs": 4000, "host_link_gbs": 64},
 }
 
-# `| 0     910B3               | OK            | ...` : the NPU row of a device block
-_NPU_ROW = re.compile(r"^\|\s*(\d+)\s+(\S+)\s*\|\s*([A-Za-z]+)\s*\|")
+# `| 0     910B3               | OK            | 92.1   48   0 / 0 |` : the NPU row of a device block
+# (power W and temperature C; the second die of an A3 NPU shows power as `-`)
+_NPU_ROW = re.compile(r"^\|\s*(\d+)\s+(\S+)\s*\|\s*([A-Za-z]+)\s*\|\s*([\d.]+|-)?\s*([\d.]+|-)?")
+# `| <bus-id> | 12   0 / 0   3369 / 65536 |` : AICore %, memory used/total, HBM used/total of a chip row
+_CHIP_USAGE = re.compile(r"\|\s*([\d.]+|-)\s+\d+\s*/\s*\d+\s+\d+\s*/\s*\d+\s*\|\s*$")
+# `| 1       0                 | 45678         | python3                  | 12345                   |`
+_PROCESS_ROW = re.compile(r"^\|\s*(\d+)\s+(\d+)\s*\|\s*(\d+)\s*\|\s*(\S.*?)\s*\|\s*(\d+)\s*\|\s*$")
 # `| 0                         | 0000:C1:00.0  | 0  0 / 0  3369 / 65536 |` : a chip row (A3: `| 1   1 |`)
 _CHIP_ROW = re.compile(r"^\|\s*(\d+)(?:\s+(\d+))?\s*\|\s*([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d)"
                        r"\s*\|.*?(\d+)\s*/\s*(\d+)\s*\|\s*$")
@@ -58,6 +63,20 @@ class Device:
     name: str
     hbm_used_mb: float
     hbm_total_mb: float
+    aicore_pct: float | None = None
+    power_w: float | None = None
+    temp_c: float | None = None
+
+
+@dataclass(frozen=True)
+class DeviceProcess:
+    """A row of npu-smi's process table: which process holds how much HBM on which NPU / chip."""
+
+    npu: int
+    chip: int
+    pid: int
+    name: str
+    memory_mb: float
 
 
 @dataclass(frozen=True)
@@ -73,27 +92,41 @@ class Profile(Hardware):
         return {"name": values.pop("name"), "description": description, **values}
 
 
+def _number(raw: str | None) -> float | None:
+    return None if raw in (None, "-") else float(raw)
+
+
 def parse_npu_smi(text: str) -> list[Device]:
-    """Devices of an `npu-smi info` table: one per chip row, named by the NPU row above it.
+    """Devices of an `npu-smi info` table: one per chip row, named by the NPU row above it, in the
+    order of the table (on A2 and A3 that order is the logical device id ASCEND_RT_VISIBLE_DEVICES uses).
 
     The process table at the bottom (`| NPU Chip | Process id | ...`) has no Bus-Id column and is
     skipped by construction.
     """
     devices: list[Device] = []
-    current: tuple[int, str] | None = None
+    current: tuple[int, str, float | None, float | None] | None = None
     for line in text.splitlines():
         line = line.rstrip()
         chip = _CHIP_ROW.match(line)
         if chip and current is not None:
-            chip_id = int(chip.group(1))
-            devices.append(Device(npu=current[0], chip=chip_id, name=current[1],
-                                  hbm_used_mb=float(chip.group(4)), hbm_total_mb=float(chip.group(5))))
+            usage = _CHIP_USAGE.search(line)
+            devices.append(Device(npu=current[0], chip=int(chip.group(1)), name=current[1],
+                                  hbm_used_mb=float(chip.group(4)), hbm_total_mb=float(chip.group(5)),
+                                  aicore_pct=_number(usage.group(1)) if usage else None,
+                                  power_w=current[2], temp_c=current[3]))
             current = None
             continue
         npu = _NPU_ROW.match(line)
         if npu and not npu.group(2).startswith(("Name", "Chip")):
-            current = (int(npu.group(1)), npu.group(2))
+            current = (int(npu.group(1)), npu.group(2), _number(npu.group(4)), _number(npu.group(5)))
     return devices
+
+
+def parse_npu_smi_processes(text: str) -> list[DeviceProcess]:
+    """The process table of `npu-smi info` (`No running processes found in NPU n` rows give nothing)."""
+    return [DeviceProcess(npu=int(m.group(1)), chip=int(m.group(2)), pid=int(m.group(3)), name=m.group(4),
+                          memory_mb=float(m.group(5)))
+            for line in text.splitlines() if (m := _PROCESS_ROW.match(line.rstrip()))]
 
 
 def profile_from_devices(devices: list[Device], *, name: str, host_memory_gb: float,

@@ -1,7 +1,8 @@
 """Fit the planner's `fit: true` constants to measured points (relative least squares).
 
-A sample is one measured number of one configuration: its tokens/s (perf/throughput) or its trainer
-peak (actor/perf/max_memory_allocated_gb). Residuals are log(predicted / measured), so a 10 % miss
+A sample is one measured number of one configuration: its tokens/s (perf/throughput), its trainer
+peak (actor/perf/max_memory_allocated_gb) or its device peak (peak_device_hbm_gb: the most HBM in use on
+any device as npu-smi / NVML report it, vLLM's pool and HCCL buffers included). Residuals are log(predicted / measured), so a 10 % miss
 weighs the same at 60 tok/s and at 600. Bounds keep constants physical (calibration.yaml `bounds`).
 """
 from __future__ import annotations
@@ -14,14 +15,14 @@ from verlsweep.plan.inputs import PlanInputs
 from verlsweep.plan.memory import expected_lengths, plan_memory
 from verlsweep.plan.throughput import plan_throughput
 
-KINDS = ("throughput", "memory")
+KINDS = ("throughput", "memory", "device_memory")
 
 
 @dataclass(frozen=True)
 class Sample:
     label: str
     inputs: PlanInputs
-    kind: str            # throughput | memory
+    kind: str            # throughput | memory | device_memory
     measured: float
 
 
@@ -29,6 +30,8 @@ def predict(sample: Sample, c: Constants) -> float:
     lengths = expected_lengths(sample.inputs, c)
     if sample.kind == "memory":
         return plan_memory(sample.inputs, c, lengths=lengths).trainer_peak_gb
+    if sample.kind == "device_memory":
+        return max(plan_memory(sample.inputs, c, lengths=lengths).phases.values())
     kv_tokens = plan_memory(sample.inputs, c).kv_tokens
     return plan_throughput(sample.inputs, c, lengths, kv_tokens).tok_s
 

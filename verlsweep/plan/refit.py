@@ -3,9 +3,10 @@
 What a trial's run holds (verlsweep/tracking/mlflow_runs.py): tags `sweep.hardware` / `sweep.model` /
 `sweep.algorithm`, `trial.outcome`, `trial.backend`; params = the trial's overridden verl keys (dotted,
 in Hydra override syntax) on top of its parent sweep run's fixed verl keys; metrics = verl's per-step
-`perf/throughput`, `actor/perf/max_memory_allocated_gb`, `prompt_length/mean`, `response_length/mean`.
-Each completed trial from a real backend is re-composed from those (same conf/, same overrides) and
-becomes one throughput sample and one memory sample with its own measured lengths.
+`perf/throughput`, `actor/perf/max_memory_allocated_gb`, `prompt_length/mean`, `response_length/mean`,
+and the device monitor's `peak_device_hbm_gb`. Each completed trial from a real backend is re-composed
+from those (same conf/, same overrides) and becomes a throughput sample, a trainer-memory sample (verl's
+allocator peak) and a device-memory sample (the monitor's peak) with its own measured lengths.
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ log = logging.getLogger(__name__)
 
 THROUGHPUT = "perf/throughput"
 PEAK = "actor/perf/max_memory_allocated_gb"
+DEVICE_PEAK = "peak_device_hbm_gb"
 PROMPT_LEN = "prompt_length/mean"
 RESPONSE_LEN = "response_length/mean"
 
@@ -101,7 +103,8 @@ def harvest(tracking_uri: str, experiment: str, *, warmup_steps: int = 1,
             parents[parent] = dict(client.get_run(parent).data.params)
         tok_s = _history_mean(client, rid, THROUGHPUT, warmup_steps)
         peak = _history_max(client, rid, PEAK)
-        if tok_s is None and peak is None:
+        device_peak = run.data.metrics.get(DEVICE_PEAK)
+        if tok_s is None and peak is None and device_peak is None:
             out.skipped[rid] = f"no {THROUGHPUT} or {PEAK} metric"
             continue
         overrides = _overrides(run, parents.get(parent, {}), out.redacted)
@@ -122,6 +125,8 @@ def harvest(tracking_uri: str, experiment: str, *, warmup_steps: int = 1,
             out.samples.append(Sample(f"{label} tok/s", inputs, "throughput", tok_s))
         if peak is not None:
             out.samples.append(Sample(f"{label} peak", inputs, "memory", peak))
+        if device_peak is not None:
+            out.samples.append(Sample(f"{label} device peak", inputs, "device_memory", device_peak))
         out.runs.append(rid)
     return out
 

@@ -264,7 +264,7 @@ class TrialRun:
         return {MLFLOW_URI_ENV: self.uri, MLFLOW_RUN_ID_ENV: self.run_id}
 
     def finish(self, result: TrialResult, *, reason: str, artifacts: Iterable[Path] = (),
-               step_log: Any = None, objective_metric: str | None = None) -> None:
+               step_log: Any = None, objective_metric: str | None = None, device_peak: Any = None) -> None:
         """Record the outcome and end the run (FINISHED/FAILED/KILLED). Never raises: a tracking
         failure here must not lose the trial's result to the sweeper; it is logged instead."""
         from mlflow.entities import Metric, RunTag
@@ -278,6 +278,12 @@ class TrialRun:
             metrics += [Metric(f"objective.{k}", float(v), now, 0) for k, v in result.metrics.items()]
             tags = [RunTag("trial.outcome", result.outcome), RunTag("trial.reason", reason[:5000]),
                     RunTag("trial.backend", result.backend)]
+            if device_peak is not None:      # verlsweep.tracking.system_metrics.DevicePeak
+                from verlsweep.tracking.system_metrics import phase_of
+
+                metrics.append(Metric("peak_device_hbm_gb", float(device_peak.hbm_gb), now, 0))
+                phase = phase_of(device_peak.at, getattr(step_log, "arrived", {}) or {})
+                tags += [RunTag("peak_device_hbm.device", device_peak.device), RunTag("peak_device_hbm.phase", phase)]
             self.client.log_batch(self.run_id, metrics=metrics, tags=tags)
             if step_log is not None and objective_metric:
                 self._backfill_steps(step_log, objective_metric)

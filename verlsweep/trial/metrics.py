@@ -12,6 +12,7 @@ import json
 import math
 import re
 import statistics
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -102,10 +103,14 @@ class StepLog:
 
     steps: dict[int, dict[str, float]] = field(default_factory=dict)
     source: dict[int, str] = field(default_factory=dict)
+    arrived: dict[int, float] = field(default_factory=dict)     # wall-clock time each step was first read
+
 
     def add(self, step: int, data: dict[str, float], source: str) -> bool:
         """Store a step; True when the step is new (first time seen from any source)."""
         new = step not in self.steps
+        if new:
+            self.arrived[step] = time.time()
         if new or (source == "file" and self.source[step] != "file"):
             self.steps[step] = data
             self.source[step] = source

@@ -40,6 +40,7 @@ STEP_METRICS = (
 
 class EstimateRunner:
     name = "estimate"
+    uses_devices = False         # task.py: nothing runs on a device, so no device monitor
     needs_files = False          # task.py: model/data paths need not exist (build_trial require_paths)
 
     def __init__(self) -> None:
