@@ -51,7 +51,8 @@ def _copy_repo(dst: Path, only: tuple[str, ...] = ()) -> Path:
 
 def _overlay_venv(path: Path, *, fake_pip: bool) -> Path:
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True)
-    own = Path(subprocess.run([str(path / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+    own = Path(subprocess.run([str(path / "bin" / "python"), "-c",
+                               "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                               capture_output=True, text=True, check=True).stdout.strip())
     shared = sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
     # addsitedir, not a bare path: the shared dir's own .pth files (editable installs) apply too
