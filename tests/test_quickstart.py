@@ -183,7 +183,8 @@ def test_without_network_to_an_index_it_says_which_and_how_to_point_elsewhere(tm
     repo = _copy_repo(tmp_path / "clone", only=(SCRIPT, "pyproject.toml"))
     venv = _overlay_venv(tmp_path / "venv", fake_pip=False)   # the real pip, which must stop at its look-up
     env = {k: v for k, v in _env().items() if not k.startswith("PIP_")}
-    env.update(VERLSWEEP_VENV=str(venv), PIP_CONFIG_FILE=os.devnull, PIP_INDEX_URL=f"{UNREACHABLE}/simple")
+    env.update(VERLSWEEP_VENV=str(venv), PIP_CONFIG_FILE=os.devnull, PIP_INDEX_URL=f"{UNREACHABLE}/simple",
+               TMPDIR=str(tmp_path))   # pip's output is kept there for the user to read
     if unreachable == "torch":
         env["VERLSWEEP_TORCH_INDEX"] = f"{UNREACHABLE}/whl/cpu"
     else:
@@ -193,6 +194,7 @@ def test_without_network_to_an_index_it_says_which_and_how_to_point_elsewhere(tm
         env.update(VERLSWEEP_TORCH_INDEX="none", VERLSWEEP_TORCH_FIND_LINKS=str(wheels))
 
     line = _one_clear_line(_run(repo, env=env))
+    assert f"pip's output: {tmp_path}" in line
     if unreachable == "torch":
         assert f"cannot get torch from {UNREACHABLE}/whl/cpu" in line and "VERLSWEEP_TORCH_INDEX" in line
     else:
