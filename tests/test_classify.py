@@ -84,14 +84,53 @@ def test_every_row_of_the_classifier_is_the_one_that_decides_some_real_line():
     assert not never, "rows that decide none of REAL_LINES:\n" + "\n".join(never)
 
 
-def test_oom_wins_over_the_hccl_timeouts_and_dead_actors_it_causes():
+def test_the_first_failure_text_in_time_wins_an_oom_before_the_timeouts_and_dead_actors_it_causes():
     verdict = classify(1, scan(
+        "torch.OutOfMemoryError: NPU out of memory. Tried to allocate 674.00 MiB",
         "[Rank 1] Watchdog caught collective operation timeout: WorkHCCL(SeqNum=1, OpType=ALLREDUCE)",
         "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.",
-        "torch.OutOfMemoryError: NPU out of memory. Tried to allocate 674.00 MiB",
     ), steps=1)
-    assert verdict.outcome == "oom"
-    assert verdict.reason == "npu out of memory"
+    assert (verdict.outcome, verdict.reason) == ("oom", "npu out of memory")
+
+
+def test_an_hccl_timeout_after_an_allocation_warning_is_an_hccl_timeout():
+    verdict = classify(1, scan(
+        "(WorkerDict pid=7) WARNING: Failed to allocate pinned buffer, retrying",
+        "(WorkerDict pid=8) [Rank 1] Watchdog caught collective operation timeout: WorkHCCL(SeqNum=1)",
+    ), steps=1)
+    assert verdict.outcome == "hccl_timeout"
+
+
+def test_an_ambiguous_text_colours_a_process_that_died_but_never_a_limit_stop():
+    warning = "(WorkerDict pid=7) WARNING: Failed to allocate pinned buffer, retrying"
+    assert classify(1, scan(warning), steps=0).outcome == "oom"
+    assert classify(-15, scan(warning), steps=0, stopped="hang", detail="runner.startup_timeout=3s").outcome == "hang"
+
+
+def test_ray_260_host_memory_kill_is_oom_and_its_zero_kill_summary_is_not():
+    oom = ("ray.exceptions.OutOfMemoryError: 1 worker(s) were killed due to the node running low on memory. "
+           "Memory on the node (IP: 10.0.0.2, ID: 4f2a) was 1961.55GB used / 2015.12GB limit (0.973)")
+    assert classify(1, scan(oom), steps=0).outcome == "oom"
+    fine = ("(raylet) 0 Workers (tasks / actors) killed due to memory pressure (OOM), 1 Workers crashed due to "
+            "other reasons at node (ID: 4f2a, IP: 10.0.0.2) over the last time period.")
+    assert scan(fine).hits == {}
+    assert classify(1, scan(fine.replace("(raylet) 0 ", "(raylet) 3 ")), steps=0).outcome == "oom"
+
+
+@pytest.mark.parametrize("lines,fatal", [
+    (["Traceback (most recent call last):", '  File "x.py", line 1, in <module>', "KeyError: 'reward_model'"], True),
+    # Ray's unhandled-error log: a RayTaskError's frames and exception without a Traceback header
+    (["2026-12-03 10:00:00,000\tERROR worker.py:440 -- Unhandled error (suppress with "
+      "'RAY_IGNORE_UNHANDLED_ERRORS=1'): ray::WorkerDict.update() (pid=9, ip=10.0.0.2)",
+      '  File "/x/verl/workers/engine_workers.py", line 3, in update',
+      "torch.OutOfMemoryError: NPU out of memory. Tried to allocate 674.00 MiB"], True),
+    (["ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task."], True),
+    (["(WorkerDict pid=7) WARNING: Failed to allocate pinned buffer, retrying",
+      "RuntimeError: mentioned in a log line, not raised", "ERROR [core.py:1] ValueError: logged"], False),
+])
+def test_fatal_texts_are_a_tracebacks_exception_line_or_rays_actor_died_notice(lines, fatal):
+    scanner = LogScanner()
+    assert any([scanner.feed(line) for line in lines]) == fatal
 
 
 def test_excerpt_keeps_the_matched_line_and_two_following_lines_without_ray_prefix():

@@ -105,7 +105,7 @@ def preflight_result(cfg: DictConfig) -> TrialResult | None:
     if not plan.blocks_launch(cfg, verdict):
         log.warning("planner predicts infeasible (plan.enforce=false, launching anyway): %s", verdict.reason)
         return None
-    return TrialResult("infeasible", peak_memory_gb=verdict.predicted_peak_gb, excerpt=verdict.reason,
+    return TrialResult("infeasible", predicted_peak_gb=verdict.predicted_peak_gb, excerpt=verdict.reason,
                        backend=str(cfg.runner.name))
 
 

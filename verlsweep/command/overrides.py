@@ -41,13 +41,18 @@ def format_value(value: Any) -> str:
     if isinstance(value, str):
         if _PLAIN.fullmatch(value) and value.lower() not in _NON_STRINGS:
             return value
-        escaped = value.replace("\\", "\\\\").replace("'", "\\'")
-        return f"'{escaped}'"
+        return quoted(value)
     if isinstance(value, (list, tuple)):
         return "[" + ",".join(format_value(v) for v in value) + "]"
     if isinstance(value, dict):
         return "{" + ",".join(f"{k}:{format_value(v)}" for k, v in value.items()) + "}"
     raise TypeError(f"cannot express {type(value).__name__} {value!r} as a Hydra override")
+
+
+def quoted(value: str) -> str:
+    """A string as a quoted Hydra value: it is read back as that string, never as a number or bool."""
+    escaped = value.replace("\\", "\\\\").replace("'", "\\'")
+    return f"'{escaped}'"
 
 
 def flatten(node: DictConfig | dict, prefix: str = "") -> dict[str, Any]:

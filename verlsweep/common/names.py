@@ -1,4 +1,5 @@
 """Names more than one stage must agree on: a trial dir's files, the env vars a trial reads, units."""
+import re
 
 # Units: the planner, `plan detect` and the device readings all speak GiB, as torch's allocator does.
 MIB = 1024**2
@@ -10,6 +11,12 @@ FILE_LOGGER_ENV = "VERL_FILE_LOGGER_PATH"      # verl/utils/tracking.py FileLogg
 MLFLOW_RUN_ID_ENV = "MLFLOW_RUN_ID"            # verl's MLflow logger joins this run (mlflow.start_run)
 MLFLOW_URI_ENV = "MLFLOW_TRACKING_URI"
 
+# What `peak_memory_gb` means for every runner, the planner's prediction and `plan refit`: the most
+# device memory torch *allocated* (not reserved by its caching allocator) in the actor's training
+# engine on one device, in GiB (bytes / 1024**3), as verl logs it per step (verl/workers/
+# engine_workers.py _postprocess_output, renamed under actor/ by the trainer). The maximum over the steps.
+PEAK_MEMORY_METRIC = "actor/perf/max_memory_allocated_gb"
+
 # Files in a trial dir.
 COMMAND_JSON = "command.json"                  # {"argv": [...], "env": {...}} of the trial
 COMMAND_SH = "command.sh"                      # the same as a runnable bash snippet
@@ -18,5 +25,7 @@ METRICS_FILE = "metrics.jsonl"                 # verl's file-logger output (one 
 TAIL_FILE = "log_tail.txt"                     # the last lines of the log, for the MLflow run
 EXCERPT_FILE = "excerpt.txt"                   # the lines that decided a failed trial's outcome
 
-# How a credential's value is written wherever a trial's env is shown or tracked.
+# How a credential's value is written wherever a trial's env is shown or tracked, and the variable
+# names taken for credentials.
 REDACTED = "***"
+SECRET_NAME = re.compile(r"TOKEN|PASSWORD|SECRET|KEY", re.IGNORECASE)

@@ -27,7 +27,7 @@ class TrialResult:
 
     outcome: str
     objective: float | None = None          # aggregate of objective.metric over the measured steps
-    peak_memory_gb: float | None = None     # max of actor/perf/max_memory_{allocated,reserved}_gb
+    peak_memory_gb: float | None = None     # measured: max of names.PEAK_MEMORY_METRIC over the steps
     metrics: dict[str, float] = field(default_factory=dict)   # other named aggregates (multi-objective)
     steps: int = 0                          # training steps seen
     excerpt: str | None = None              # the log lines that decided a failure outcome
@@ -35,6 +35,7 @@ class TrialResult:
     backend: str = "verl"                   # runner that produced it: verl | script | estimate
     duration_s: float = 0.0
     peak_device_hbm_gb: float | None = None  # max HBM in use on any of its devices, from npu-smi / NVML
+    predicted_peak_gb: float | None = None  # the planner's PEAK_MEMORY_METRIC for a trial that never ran
 
     def __post_init__(self) -> None:
         if self.outcome not in OUTCOMES:

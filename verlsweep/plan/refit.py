@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from verlsweep.command.compose import compose_config
+from verlsweep.common.names import PEAK_MEMORY_METRIC
 from verlsweep.plan import calibration as calibration_mod
 from verlsweep.plan.calibration import Calibration
 from verlsweep.plan.fit import FitResult, Sample, fit
@@ -26,7 +27,7 @@ from verlsweep.plan.points import samples as point_samples
 log = logging.getLogger(__name__)
 
 THROUGHPUT = "perf/throughput"
-PEAK = "actor/perf/max_memory_allocated_gb"
+PEAK = PEAK_MEMORY_METRIC        # the same meaning as every runner's peak_memory_gb
 DEVICE_PEAK = "peak_device_hbm_gb"
 PROMPT_LEN = "prompt_length/mean"
 RESPONSE_LEN = "response_length/mean"

@@ -18,8 +18,17 @@ A single run (no -m) has no parent: the child goes to `experiment_name(cfg)` on 
 Never set MLFLOW_RUN_ID in the sweep's own process: MLflow's fluent API would adopt it and nested
 runs would link to the wrong parent (mlflow#15713). It is only put in the trial's environment, where
 verl's Tracking (verl/utils/tracking.py, mlflow branch) calls `mlflow.start_run(run_id=...)` and logs
-its per-step metrics and its config (slash keys) into the child run. verl does not end that run; the
-child is terminated here from the outcome, after the whole trial process tree is gone.
+its per-step metrics and its config (slash keys) into the child run. verl ends that run itself when it
+gets the chance: `TaskRunnerV1.run` (verl/trainer/main_ppo.py) calls `tracking.finish(...)` in a
+`finally`, and `Tracking.finish` (verl/utils/tracking.py) makes `_MlflowLoggingAdapter.finish` call
+`mlflow.end_run()`, which marks it FINISHED even when training failed. So the final status is ours:
+the child is terminated here from the outcome (FINISHED / FAILED / KILLED), after the whole trial
+process tree is gone, overriding whatever verl left.
+
+Run metrics: `objective` (objective.aggregate of objective.metric), `peak_memory_gb` (measured: the
+highest verl `actor/perf/max_memory_allocated_gb` of the trial's steps, torch-allocated GiB per
+device, not reserved), `predicted_peak_gb` (the planner's value of that metric, for a trial that
+never ran), `trial.duration_s`, `trial.steps`; METRIC_NOTES says the same in each run's description.
 """
 from __future__ import annotations
 
@@ -35,19 +44,25 @@ from urllib.parse import urlparse
 from omegaconf import DictConfig, OmegaConf
 
 from verlsweep.common.errors import ConfigError, Problem
-from verlsweep.common.names import MLFLOW_RUN_ID_ENV, MLFLOW_URI_ENV, REDACTED
+from verlsweep.common.names import MLFLOW_RUN_ID_ENV, MLFLOW_URI_ENV, PEAK_MEMORY_METRIC, REDACTED, SECRET_NAME
 from verlsweep.common.result import TrialResult
 
 log = logging.getLogger("verlsweep.tracking.mlflow_runs")
 
 PARENT_RUN_KEY = "tracking.parent_run_id"
 DEFAULT_EXPERIMENT = "verlsweep"
-_SECRET_NAME = re.compile(r"TOKEN|PASSWORD|SECRET|KEY", re.IGNORECASE)
 # verl/utils/tracking.py _MlflowLoggingAdapter._sanitize_key: the names verl's metrics get in MLflow
 _INVALID_METRIC_CHARS = re.compile(r"[^/\w.\- :]")
 
 STATUS_BY_OUTCOME = {"completed": "FINISHED", "pruned": "KILLED", "timeout": "KILLED", "hang": "KILLED"}
 MAX_PARAMS_PER_BATCH = 100        # MLflow's log_batch limit
+# The run description (MLflow's `mlflow.note.content` tag) of every trial run: what its metrics mean.
+METRIC_NOTES = (
+    "objective: objective.aggregate of objective.metric over the steps after objective.warmup_steps.\n"
+    f"peak_memory_gb: measured, the highest {PEAK_MEMORY_METRIC} of the trial's steps (GiB per device "
+    "that torch allocated in the actor's training engine; allocated, not reserved).\n"
+    f"predicted_peak_gb: the planner's prediction of {PEAK_MEMORY_METRIC}, for a trial that never ran."
+)
 
 
 class TrackingUnavailable(ConfigError):
@@ -66,7 +81,7 @@ def status_for(outcome: str) -> str:
 
 def redact_env(env: Mapping[str, str]) -> dict[str, str]:
     """Values of variables named like credentials never leave the machine (params, artifacts)."""
-    return {k: (REDACTED if _SECRET_NAME.search(k) else v) for k, v in env.items()}
+    return {k: (REDACTED if SECRET_NAME.search(k) else v) for k, v in env.items()}
 
 
 def sanitize_metric_key(key: str) -> str:
@@ -156,7 +171,7 @@ def _log_params(client, run_id: str, params: Mapping[str, Any]) -> None:
     from mlflow.entities import Param
 
     # only environment variables carry credentials; verl keys such as ppo_max_token_len_per_gpu stay
-    items = [Param(k, REDACTED if k.startswith("env.") and _SECRET_NAME.search(k) else str(v))
+    items = [Param(k, REDACTED if k.startswith("env.") and SECRET_NAME.search(k) else str(v))
              for k, v in params.items()]
     for i in range(0, len(items), MAX_PARAMS_PER_BATCH):
         client.log_batch(run_id, params=items[i:i + MAX_PARAMS_PER_BATCH])
@@ -248,6 +263,7 @@ class TrialRun:
         tags = {
             "trial.number": "" if cfg.trial.number is None else str(cfg.trial.number),
             "trial.outcome": "running",
+            "mlflow.note.content": METRIC_NOTES,
             "sweep.runner": str(cfg.runner.name),
             **_group_tags(cfg),
         }
@@ -273,6 +289,7 @@ class TrialRun:
             now = int(time.time() * 1000)
             metrics = [Metric(k, float(v), now, 0) for k, v in
                        (("objective", result.objective), ("peak_memory_gb", result.peak_memory_gb),
+                        ("predicted_peak_gb", result.predicted_peak_gb),
                         ("trial.duration_s", result.duration_s), ("trial.steps", result.steps))
                        if v is not None]
             metrics += [Metric(f"objective.{k}", float(v), now, 0) for k, v in result.metrics.items()]

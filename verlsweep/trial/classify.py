@@ -1,15 +1,17 @@
-"""A finished trial process -> one outcome, from its exit status and what it printed.
+"""A trial process's output and exit -> one outcome.
 
-ONE table of patterns, built from the real texts of torch_npu (NPUCachingAllocator), CANN/HCCL
-error codes and the vllm-ascend worker (docs/ascend.md, Error signatures) and of verl, vLLM, Ray
-and Hydra (docs/verl.md, Failure modes: verl's device check in verl/single_controller/ray/base.py,
-vLLM startup errors, Ray errors, Hydra's override errors in hydra/_internal/config_loader_impl.py).
-Rows are in priority order: when a log holds several, the first row's outcome wins (an OOM on one
-rank is the cause of the HCCL timeouts and ActorDiedErrors on the others). The matched line is kept
-as the excerpt.
+Lines are scanned as they stream (`LogScanner.feed`), so a cause printed long before the end of a
+long log is not lost to the tail window. Two things are learnt from them:
 
-Lines are scanned as they stream (`LogScanner.feed`), so a cause printed long before the end of
-a long log is not lost to the tail window.
+* **which failure texts appeared, and when** (the rows of verlsweep.trial.patterns). The first
+  unambiguous one in time decides the outcome of a failed trial: an OOM on one rank comes before the
+  HCCL timeouts and dead actors it causes on the others, and an HCCL timeout that follows an
+  allocator's retry warning is an HCCL timeout. Ambiguous texts (warnings healthy runs print too)
+  only colour the outcome of a process that died with no unambiguous text.
+* **whether a fatal text was printed**: a Python traceback's exception line (the lines after
+  `Traceback (most recent call last):` or a frame `  File "...", line N`, as Python and Ray's
+  RayTaskError print them) or Ray's actor-died notice. The supervisor stops a process that prints one
+  and then makes no progress for `runner.stall_timeout` (verlsweep.trial.runners.process).
 """
 from __future__ import annotations
 
@@ -19,68 +21,16 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Iterable
 
-# Ray prints actor output as "(TaskRunnerV1 pid=123, ip=10.0.0.1) <line>"; strip it from excerpts.
-RAY_PREFIX = re.compile(r"^\((?:[\w.:-]+(?: pid=\d+)?(?:, ip=[\d.:a-fA-F]+)?)\)\s*")
+from verlsweep.trial.patterns import PATTERNS, Pattern
 
-
-@dataclass(frozen=True)
-class Pattern:
-    outcome: str
-    label: str
-    regex: re.Pattern[str]
-    source: str
-
-
-def _p(outcome: str, label: str, regex: str, source: str) -> Pattern:
-    return Pattern(outcome, label, re.compile(regex), source)
-
-
-PATTERNS: tuple[Pattern, ...] = (
-    # --- the command itself was rejected (argv / Hydra override grammar / config keys) ---
-    _p("config_error", "hydra override", r"Could not override '[^']*'|Could not append to config|"
-       r"Error merging override|Error parsing override|Could not delete from config",
-       "hydra/_internal/config_loader_impl.py, core/override_parser/overrides_parser.py"),
-    _p("config_error", "config key", r"Key '[^']*' is not in struct|ConfigAttributeError|ConfigKeyError|"
-       r"In '[^']*': Could not find '", "omegaconf / hydra/_internal/defaults_list.py"),
-    # --- no accelerator where verl needs one ---
-    _p("no_devices", "verl device check", r"Total available GPUs \d+ is less than total desired GPUs \d+",
-       "verl/single_controller/ray/base.py ResourcePoolManager._check_resource_available"),
-    _p("no_devices", "npu not visible", r"NPU device is not available or visible",
-       "verl docs/ascend_tutorial/faq/faq.rst"),
-    _p("no_devices", "no cuda device", r"No CUDA GPUs are available|Found no NVIDIA driver",
-       "torch/cuda/__init__.py _lazy_init"),
-    # --- device memory: training allocator, CANN, vLLM startup / KV cache, Ray host memory ---
-    _p("oom", "npu out of memory", r"NPU out of memory", "torch_npu NPUCachingAllocator.cpp (vllm-ascend#6611)"),
-    _p("oom", "cuda out of memory", r"CUDA out of memory|torch\.OutOfMemoryError",
-       "torch c10/cuda/CUDACachingAllocator.cpp"),
-    _p("oom", "cann allocation", r"\bEL0004\b|Failed to allocate", "torch_npu NPUException.cpp isCannOOM()"),
-    _p("oom", "vllm startup memory", r"Free memory on device .* less than desired GPU memory utilization",
-       "vllm_ascend/worker/worker.py, vllm/v1/worker/utils.py"),
-    _p("oom", "vllm kv cache", r"No available memory for the cache blocks|"
-       r"larger than the maximum number of tokens that can be stored in KV cache", "vllm/v1/core/kv_cache_utils.py"),
-    _p("oom", "host memory (ray memory monitor)", r"which exceeds the memory usage threshold|"
-       r"Task was killed due to the node running low on memory", "ray/_private/memory_monitor"),
-    _p("oom", "out of memory in a ray task", r"RayTaskError\(OutOfMemoryError\)", "ray/exceptions.py RayTaskError"),
-    # --- collectives that never completed ---
-    # the same watchdog text is printed by torch's ProcessGroupNCCL (WorkNCCL) on GPUs
-    _p("hccl_timeout", "collective watchdog", r"Watchdog caught collective operation timeout|"
-       r"HCCL watchdog thread terminated", "torch_npu ProcessGroupHCCL.cpp (vllm-ascend#382), ProcessGroupNCCL.cpp"),
-    _p("hccl_timeout", "hccl exec timeout", r"\bEI0002\b|error code is 507048|Notify register times out",
-       "CANN HCCL_EXEC_TIMEOUT (vllm-ascend#1443)"),
-    _p("hccl_timeout", "hccl connect timeout", r"\bEI0006\b|Getting socket times out|wait socket establish timeout",
-       "CANN HCCL_CONNECT_TIMEOUT (vllm-ascend#486)"),
-    _p("hccl_timeout", "hccl blocking wait", r"timed out in blocking wait \((?:TORCH_)?HCCL_BLOCKING_WAIT",
-       "torch_npu ProcessGroupHCCL.cpp"),
-    # --- a process died; the cause is elsewhere or unknown ---
-    _p("crash", "ray actor died", r"ActorDiedError|The actor died unexpectedly", "ray/exceptions.py ActorDiedError"),
-    _p("crash", "segfault", r"Segmentation fault|SIGSEGV|core dumped|Fatal Python error", "kernel / CPython"),
-    _p("crash", "graph capture", r"\b207008\b|\bEL0009\b|Stream resources are insufficient",
-       "torch_npu NPUGraph.cpp capture_begin (vllm-ascend docs/source/faqs.md)"),
-)
+# Ray prints actor output as "(TaskRunnerV1 pid=123, ip=10.0.0.1) <line>" (ray/_private/worker.py
+# print_worker_logs), and vLLM's engine adds its own "(EngineCore_DP0 pid=7)"; strip them from excerpts.
+RAY_PREFIX = re.compile(r"^(?:\((?:[\w.:-]+(?: pid=\d+)?(?:, ip=[\d.:a-fA-F]+)?)\)\s*)+")
 
 _ANY = re.compile("|".join(f"(?:{p.regex.pattern})" for p in PATTERNS))
-_PRIORITY = {id(p): i for i, p in enumerate(PATTERNS)}
 _EXCEPTION_LINE = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception|Interrupt)\b(?:\([^)]*\))?:?")
+_TRACEBACK_START = re.compile(r"^Traceback \(most recent call last\):|^\s+File \".*\", line \d+")
+_ACTOR_DIED = re.compile(r"The actor died unexpectedly before finishing this task")
 EXCERPT_MAX = 2000
 
 
@@ -91,41 +41,71 @@ class Verdict:
     excerpt: str | None
 
 
+@dataclass
+class _Hit:
+    seq: int                # line number of the first match: earlier causes win
+    lines: list[str]        # the matched line and the lines after it (the excerpt)
+
+
 class LogScanner:
-    """Fed every output line; remembers the first line of each pattern (plus 2 following) and a tail."""
+    """Fed every output line (ANSI-free); remembers the first line of each pattern (plus 2 following),
+    the first fatal text and a tail."""
 
     def __init__(self, tail_lines: int = 200, context_after: int = 2):
         self.tail: deque[str] = deque(maxlen=tail_lines)
-        self.hits: dict[int, list[str]] = {}          # pattern index -> excerpt lines
-        self._open: list[tuple[int, int]] = []         # (pattern index, lines still to add)
+        self.hits: dict[int, _Hit] = {}                # pattern index -> its first match
+        self.fatal: str | None = None                  # the first fatal text (a traceback's exception line)
+        self._open: list[tuple[list[str], int]] = []   # excerpts still collecting following lines
         self._context_after = context_after
+        self._seq = 0
+        self._in_traceback = False
 
-    def feed(self, line: str) -> Pattern | None:
-        """Add one line; returns the pattern it matched first time, if any (fatal-line detection)."""
+    def feed(self, line: str) -> bool:
+        """Add one line; True when it is a fatal text (the supervisor's cue to watch for progress)."""
         line = line.rstrip("\n")
+        self._seq += 1
         self.tail.append(line)
+        text = strip_prefix(line)
         if self._open:
-            still = []
-            for idx, left in self._open:
-                self.hits[idx].append(strip_prefix(line))
-                if left > 1:
-                    still.append((idx, left - 1))
-            self._open = still
-        if not _ANY.search(line):
-            return None
-        for idx, pattern in enumerate(PATTERNS):
-            if idx not in self.hits and pattern.regex.search(line):
-                self.hits[idx] = [strip_prefix(line)]
-                if self._context_after:
-                    self._open.append((idx, self._context_after))
-                return pattern
-        return None
+            for lines, _ in self._open:
+                lines.append(text)
+            self._open = [(lines, left - 1) for lines, left in self._open if left > 1]
+        fatal = self._is_fatal(text)
+        if fatal and self.fatal is None:
+            self.fatal = text.strip()
+        if _ANY.search(line):
+            for idx, pattern in enumerate(PATTERNS):
+                if pattern.regex.search(line):
+                    if idx not in self.hits:
+                        self.hits[idx] = _Hit(self._seq, [text])
+                        if self._context_after:
+                            self._open.append((self.hits[idx].lines, self._context_after))
+                    break
+        return fatal
 
-    def best(self) -> tuple[Pattern, str] | None:
-        if not self.hits:
+    def _is_fatal(self, text: str) -> bool:
+        if _ACTOR_DIED.search(text):
+            return True
+        if _TRACEBACK_START.match(text):
+            self._in_traceback = True
+            return False
+        if not self._in_traceback or text[:1].isspace() or not text.strip():
+            return False
+        if _EXCEPTION_LINE.match(text):
+            return True          # still inside: Ray's nested errors repeat header, frames, exception
+        self._in_traceback = False
+        return False
+
+    def cause(self, *, ambiguous: bool) -> tuple[Pattern, str] | None:
+        """The earliest matched unambiguous pattern and its excerpt; with `ambiguous`, the earliest
+        ambiguous one when no unambiguous pattern matched."""
+        found = [(hit.seq, idx) for idx, hit in self.hits.items() if not PATTERNS[idx].ambiguous]
+        if not found and ambiguous:
+            found = [(hit.seq, idx) for idx, hit in self.hits.items()]
+        if not found:
             return None
-        idx = min(self.hits)
-        return PATTERNS[idx], _clip("\n".join(self.hits[idx]))
+        _, idx = min(found)
+        return PATTERNS[idx], _clip("\n".join(self.hits[idx].lines))
 
 
 def strip_prefix(line: str) -> str:
@@ -151,25 +131,30 @@ def classify(returncode: int | None, scanner: LogScanner, *, steps: int,
     """Decide the outcome.
 
     `stopped` is why the supervisor ended the process, if it did: `pruned`, `timeout` (whole-trial
-    limit), `hang` (startup/stall limit) or `fatal` (a fatal line was printed and the process did not
-    exit by itself); `detail` says which limit. A kill for pruning is the sweeper's decision and wins;
-    otherwise a cause found in the log explains the kill (an HCCL hang, an OOM that left the driver
-    waiting).
+    limit), `hang` (startup/stall limit) or `fatal` (a fatal text and then no progress for the stall
+    limit); `detail` says which limit. A kill for pruning is the sweeper's decision and wins. A process
+    that exited 0 after training steps completed, whatever it printed. Otherwise the first unambiguous
+    failure text in time explains the end (an HCCL hang, an OOM that left the driver waiting); an
+    ambiguous one only explains a process that died or printed its own fatal text, never one we
+    stopped for a limit.
     """
     if stopped == "pruned":
         return Verdict("pruned", "pruned by the sweeper", None)
-    found = scanner.best()
     if returncode == 0 and stopped is None:
         if steps > 0:
             return Verdict("completed", "exit 0", None)
         return Verdict("crash", "exit 0 but no training step logged",
                        last_error(scanner.tail) or "the process exited 0 but logged no training step")
+    found = scanner.cause(ambiguous=stopped not in ("timeout", "hang"))
     if found is not None:
         pattern, excerpt = found
-        return Verdict(pattern.outcome, pattern.label, excerpt)
+        reason = pattern.label if stopped != "fatal" else f"{pattern.label}; {detail}"
+        return Verdict(pattern.outcome, reason, excerpt)
     if stopped in ("timeout", "hang"):
         last = "\n".join(strip_prefix(l) for l in list(scanner.tail)[-5:])
         return Verdict(stopped, detail or stopped, _clip(f"{detail or stopped}; last output:\n{last}"))
+    if stopped == "fatal":
+        return Verdict("crash", detail or "fatal error", _clip(scanner.fatal or last_error(scanner.tail) or ""))
     if returncode is not None and returncode < 0:
         name = _signal_name(-returncode)
         hint = " (host OOM killer?)" if -returncode == signal.SIGKILL else ""

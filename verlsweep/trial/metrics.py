@@ -5,6 +5,9 @@ Primary source: verl's `file` logger (verl/utils/tracking.py FileLogger), one JS
 orjson). Fallback: the `console` logger's line (verl/utils/logger/aggregate_logger.py
 concat_dict_to_str), `step:N - key:value - ...`, printed by a Ray actor so the driver shows it
 behind a `(TaskRunnerV1 pid=...)` prefix, with numpy scalars as `np.float64(0.25)` (numpy >= 2).
+Ray wraps that prefix (ray/_private/worker.py print_worker_logs, unless RAY_COLOR_PREFIX=0) and the
+`ray::Cls.method()` of a RayTaskError (ray/exceptions.py RayTaskError.__str__, always) in ANSI colour
+codes: every console line is read without them (`strip_ansi`).
 """
 from __future__ import annotations
 
@@ -16,13 +19,20 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from verlsweep.common.names import PEAK_MEMORY_METRIC
+
 _STEP = re.compile(r"(?:^|[\s)])step:(\d+)(?= - |\s*$)")
 _NP_SCALAR = re.compile(r"^np\.\w+\((.*)\)$")
+# CSI sequences (colorama's Fore/Style codes are `ESC [ n m`) and the rarer two-byte escapes
+_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|[@-Z\\-_])")
 
 AGGREGATES = ("mean", "median", "last", "max", "min")
 
-# verl >= 0.8 logs the training engine's torch peak under actor/ (and critic/); <= 0.7 without prefix.
-PEAK_MEMORY_KEYS = re.compile(r"^(?:actor/|critic/)?perf/max_memory_(?:allocated|reserved)_gb$")
+
+
+def strip_ansi(line: str) -> str:
+    """A console line without terminal colour codes."""
+    return _ANSI.sub("", line) if "\x1b" in line else line
 
 
 def parse_console_line(line: str) -> tuple[int, dict[str, float]] | None:
@@ -128,8 +138,9 @@ class StepLog:
                 if s > after and metric in d and not math.isnan(d[metric])]
 
     def peak_memory_gb(self) -> float | None:
-        peaks = [v for d in self.steps.values() for k, v in d.items()
-                 if PEAK_MEMORY_KEYS.match(k) and not math.isnan(v)]
+        """The trial's peak memory: the highest PEAK_MEMORY_METRIC of any step (None without one)."""
+        peaks = [d[PEAK_MEMORY_METRIC] for d in self.steps.values()
+                 if PEAK_MEMORY_METRIC in d and not math.isnan(d[PEAK_MEMORY_METRIC])]
         return max(peaks) if peaks else None
 
 

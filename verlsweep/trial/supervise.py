@@ -11,10 +11,18 @@
   where <temp> is RAY_TMPDIR (ray/_common/utils.py get_default_system_temp_dir). A fresh RAY_TMPDIR
   and no RAY_ADDRESS therefore make verl start its own Ray instance, and stopping the trial never
   touches anybody else's cluster.
+- An existing cluster (`runner.ray_address`): its raylets start verl's TaskRunner and workers with
+  their own environment, not the driver's, so the trial's environment reaches them only through Ray's
+  runtime_env. verl 0.9.1's run_ppo merges `ray_kwargs.ray_init.runtime_env` over its defaults
+  (constants_ppo.get_ppo_ray_runtime_env) and passes it to `ray.init`, so each variable becomes an
+  override `+ray_kwargs.ray_init.runtime_env.env_vars.NAME='value'` (`runtime_env_overrides`).
+- Ray's colours: the driver wraps each actor's log prefix in ANSI codes unless RAY_COLOR_PREFIX=0
+  (ray/_private/worker.py print_worker_logs); the trial gets RAY_COLOR_PREFIX=0.
 """
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -23,15 +31,22 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Callable, Iterable, Mapping
 
 import psutil
 
+from verlsweep.command.overrides import quoted
+from verlsweep.common.errors import ConfigError, Problem
+from verlsweep.common.names import SECRET_NAME
+
 MARK_ENV = "VERLSWEEP_TRIAL_MARK"
+RUNTIME_ENV_VARS = "ray_kwargs.ray_init.runtime_env.env_vars"   # verl's ray.init(runtime_env=...) env_vars
+_ENV_NAME = re.compile(r"[A-Za-z_]\w*")
 
 
 def ray_isolation(env: dict[str, str], ray_address: str | None) -> str | None:
     """Give the trial its own Ray temp dir (returned, to be removed) unless an address is configured."""
+    env["RAY_COLOR_PREFIX"] = "0"
     if ray_address:
         env["RAY_ADDRESS"] = ray_address
         return None
@@ -44,6 +59,36 @@ def ray_isolation(env: dict[str, str], ray_address: str | None) -> str | None:
     env.setdefault("RAY_AUTH_MODE", "disabled")
     env.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     return tmp
+
+
+def runtime_env_overrides(env: Mapping[str, str], argv: Iterable[str]) -> list[str]:
+    """verl overrides that hand `env` to the actors of an existing Ray cluster through Ray's runtime_env.
+
+    A variable the command already sets there is left to it. A credential is refused rather than passed:
+    verl prints its ray.init kwargs (`ray init kwargs: {...}`), runtime_env included, into the trial's
+    log, which becomes a tracked artifact.
+    """
+    prefix = f"+{RUNTIME_ENV_VARS}."
+    given = {a.split("=", 1)[0].lstrip("+").removeprefix(RUNTIME_ENV_VARS + ".") for a in argv
+             if a.lstrip("+").startswith(RUNTIME_ENV_VARS + ".")}
+    problems = []
+    out = []
+    for name, value in env.items():
+        if name in given:
+            continue
+        if SECRET_NAME.search(name):
+            problems.append(Problem(f"env.{name}", "<set>", "no credential with runner.ray_address: verl prints "
+                                    "its Ray runtime_env into the trial log; set it in the cluster's own "
+                                    "environment instead"))
+        elif not _ENV_NAME.fullmatch(name):
+            problems.append(Problem(f"env.{name}", name, "a variable name of letters, digits and _ (it becomes "
+                                    f"a key of {RUNTIME_ENV_VARS} with runner.ray_address)"))
+        else:
+            # always quoted: Ray's runtime_env takes only string values, Hydra would read 3600 as an int
+            out.append(f"{prefix}{name}={quoted(str(value))}")
+    if problems:
+        raise ConfigError(problems)
+    return out
 
 
 class Supervised:

@@ -23,7 +23,7 @@ from verlsweep.trial import metrics
 from verlsweep.command.compose import Trial
 from verlsweep.common.errors import ConfigError, Problem
 from verlsweep.plan import NotPlannable, Verdict, blocks_launch, plan_cfg
-from verlsweep.common.names import FILE_LOGGER_ENV, METRICS_FILE, MLFLOW_RUN_ID_ENV, TRIAL_DIR_ENV
+from verlsweep.common.names import FILE_LOGGER_ENV, METRICS_FILE, MLFLOW_RUN_ID_ENV, PEAK_MEMORY_METRIC, TRIAL_DIR_ENV
 from verlsweep.common.result import StepReporter, TrialResult
 from verlsweep.trial.runners.base import RunDetails
 
@@ -33,7 +33,7 @@ PLAN_FILE = "plan.json"
 # engine_workers.py); the objective must be one of them.
 STEP_METRICS = (
     "perf/throughput", "perf/time_per_step", "perf/total_num_tokens", "timing_s/step", "timing_s/gen",
-    "timing_s/old_log_prob", "timing_s/update_actor", "actor/perf/max_memory_allocated_gb",
+    "timing_s/old_log_prob", "timing_s/update_actor", PEAK_MEMORY_METRIC,
     "prompt_length/mean", "response_length/mean",
 )
 
@@ -65,8 +65,9 @@ class EstimateRunner:
         step_log = metrics.StepLog()
 
         if blocks_launch(cfg, verdict):
+            # never ran: nothing measured; the prediction is kept apart from measurements
             return self._done(cfg, TrialResult("infeasible", excerpt=verdict.reason, backend=self.name,
-                                               peak_memory_gb=verdict.trainer_peak_gb), started,
+                                               predicted_peak_gb=verdict.predicted_peak_gb), started,
                               f"predicted infeasible ({verdict.binding})", step_log, artifacts, env)
 
         runner = cfg.runner
@@ -140,14 +141,15 @@ def step_metrics(verdict: Verdict, step: int, rng: random.Random, noise: float, 
         "timing_s/gen": gen * factor,
         "timing_s/old_log_prob": verdict.time_s.get("old_log_prob", 0.0) * factor,
         "timing_s/update_actor": verdict.time_s.get("update_actor", 0.0) * factor,
-        "actor/perf/max_memory_allocated_gb": verdict.trainer_peak_gb,
+        PEAK_MEMORY_METRIC: verdict.predicted_peak_gb,
         "prompt_length/mean": verdict.prompt_tokens,
         "response_length/mean": verdict.response_tokens,
     }
 
 
 def failure_text(verdict: Verdict, cfg: DictConfig) -> str:
-    """The error a real run would print at the binding constraint (docs/ascend.md, Error signatures)."""
+    """The error a real run would print at the binding constraint (docs/ascend.md, Error signatures;
+    the texts and their sources are the rows of verlsweep.trial.patterns)."""
     check = verdict.checks[verdict.binding]
     total = float(cfg.hardware.hbm_usable_gb)
     if verdict.binding == "vllm_start":
@@ -160,7 +162,10 @@ def failure_text(verdict: Verdict, cfg: DictConfig) -> str:
         return ("ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
                 "when initializing the engine.")
     if verdict.binding == "host_memory":
-        return "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory."
+        used, limit = check.need, check.limit
+        return (f"ray.exceptions.OutOfMemoryError: 1 worker(s) were killed due to the node running low on memory. "
+                f"Memory on the node (IP: 127.0.0.1, ID: 0) was {used:.2f}GB used / {limit:.2f}GB limit "
+                f"({used / max(limit, 1e-9):.3f})")
     device = "NPU" if cfg.hardware.device == "npu" else "CUDA"
     short = check.need - check.limit
     return (f"torch.OutOfMemoryError: {device} out of memory. Tried to allocate {max(short, 0.01):.2f} GiB "

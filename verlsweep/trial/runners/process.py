@@ -24,7 +24,7 @@ from verlsweep.common.names import (EXCERPT_FILE, FILE_LOGGER_ENV, LOG_FILE, MET
                                      TAIL_FILE, TRIAL_DIR_ENV)
 from verlsweep.common.result import StepReporter, TrialResult
 from verlsweep.trial.runners.base import RunDetails
-from verlsweep.trial.supervise import Supervised, ray_isolation, remove_tree
+from verlsweep.trial.supervise import Supervised, ray_isolation, remove_tree, runtime_env_overrides
 
 
 
@@ -36,7 +36,6 @@ class Limits:
     stall_timeout: float | None
     timeout: float | None
     grace_period: float
-    fatal_exit_wait: float
     poll_interval: float
 
 
@@ -50,7 +49,6 @@ def limits(runner: DictConfig) -> Limits:
         stall_timeout=_limit(runner.get("stall_timeout")),
         timeout=_limit(runner.get("timeout")),
         grace_period=float(runner.get("grace_period", 30)),
-        fatal_exit_wait=float(runner.get("fatal_exit_wait", 60)),
         poll_interval=float(runner.get("poll_interval", 0.1)),
     )
 
@@ -80,21 +78,25 @@ class StepWatch:
         self._jsonl = metrics.JsonlTail(metrics_path)
         self._console: queue.SimpleQueue[tuple[int, dict[str, float]]] = queue.SimpleQueue()
         self._printed = 0                   # last step number seen on the console
-        # (time, last step printed before it) of the first fatal line; a later step means it was not fatal
+        self._latest = 0                    # last step number taken from either source
+        # (time, last step seen then) of a fatal text no step has followed yet; a later step means the
+        # trial lived on (a handled exception logged with its traceback) and the next one restarts it
         self.fatal_at: tuple[float, int] | None = None
         self.start = time.monotonic()
         self.last_progress = self.start
 
     def on_line(self, line: str) -> bool:
         """Feed one console line (called from the log-reader thread); True if it matters to a reader."""
+        line = metrics.strip_ansi(line)
         parsed = metrics.parse_console_line(line)
         if parsed:
             self._console.put(parsed)
             self._printed = max(self._printed, parsed[0])
-        hit = self.scanner.feed(line)
-        if hit is not None and self.fatal_at is None:
-            self.fatal_at = (time.monotonic(), self._printed)
-        return bool(parsed or hit)
+        fatal = self.scanner.feed(line)
+        seen = max(self._printed, self._latest)
+        if fatal and (self.fatal_at is None or seen > self.fatal_at[1]):
+            self.fatal_at = (time.monotonic(), seen)
+        return bool(parsed or fatal)
 
     def drain(self) -> bool:
         """Take new steps from both sources and report them; True if the sweeper says prune."""
@@ -112,25 +114,33 @@ class StepWatch:
         prune = False
         for step, data in sorted(new, key=lambda s: s[0]):
             self.last_progress = time.monotonic()
+            self._latest = max(self._latest, step)
             value = data.get(self.metric_name)
             if value is not None and self.reporter.report(step, float(value)):
                 prune = True
         return prune
+
+    def fatal_pending(self) -> bool:
+        """A fatal text was printed and no training step has followed it."""
+        return self.fatal_at is not None and max(self._latest, self._printed) <= self.fatal_at[1]
 
     def over_limit(self, lim: Limits, now: float) -> tuple[str | None, str | None]:
         """The limit this trial has crossed, as (stopped, detail), or (None, None)."""
         any_step = bool(len(self.step_log))
         if lim.timeout and now - self.start > lim.timeout:
             return "timeout", f"runner.timeout={lim.timeout:g}s exceeded"
+        if self.fatal_at is not None and lim.stall_timeout and self.fatal_pending():
+            # A fatal text alone never ends a trial (a logged, handled exception prints one too); a
+            # process that then stops making progress does (Ray waits on dead actors, vLLM servers
+            # linger). Until then the other limits wait, so the reason names the fatal text.
+            if now - self.fatal_at[0] > lim.stall_timeout:
+                return "fatal", (f"no training step within runner.stall_timeout={lim.stall_timeout:g}s "
+                                 "after a fatal error")
+            return None, None
         if not any_step and lim.startup_timeout and now - self.start > lim.startup_timeout:
             return "hang", f"no training step within runner.startup_timeout={lim.startup_timeout:g}s"
         if any_step and lim.stall_timeout and now - self.last_progress > lim.stall_timeout:
             return "hang", f"no new training step within runner.stall_timeout={lim.stall_timeout:g}s"
-        # a fatal error was printed and no step followed it, but the process lingers (Ray waits on dead
-        # actors, vLLM servers keep running): stop it rather than wait for the other limits
-        if (self.fatal_at and max(self.step_log.steps, default=0) <= self.fatal_at[1]
-                and now - self.fatal_at[0] > lim.fatal_exit_wait):
-            return "fatal", f"no exit within runner.fatal_exit_wait={lim.fatal_exit_wait:g}s after a fatal error"
         return None, None
 
 
@@ -147,6 +157,15 @@ def process_env(cfg: DictConfig, trial: Trial, own_env: Mapping[str, str], env: 
     proc_env["PYTHONUNBUFFERED"] = "1"           # step lines must stream, not arrive at exit
     ray_tmp = ray_isolation(proc_env, cfg.runner.get("ray_address"))
     return proc_env, ray_tmp
+
+
+def actor_env_args(trial: Trial, env: Mapping[str, str], argv: list[str], trial_dir: Path) -> list[str]:
+    """With `runner.ray_address`, the trial's own environment (the hardware's and `env.*` variables, the
+    tracker's MLFLOW_* and the file logger's path) as Ray runtime_env overrides for verl's actors, which
+    an existing cluster starts without the driver's environment."""
+    actor_env = {**trial.env, **env}
+    actor_env.setdefault(FILE_LOGGER_ENV, str(trial_dir / METRICS_FILE))
+    return runtime_env_overrides(actor_env, argv)
 
 
 class ProcessRunner:
@@ -166,6 +185,8 @@ class ProcessRunner:
         trial_dir = Path(env.get(TRIAL_DIR_ENV) or os.getcwd()).resolve()
         trial_dir.mkdir(parents=True, exist_ok=True)
         argv, own_env = self.command(cfg, trial)
+        if cfg.runner.get("ray_address"):
+            argv = [*argv, *actor_env_args(trial, env, argv, trial_dir)]
         proc_env, ray_tmp = process_env(cfg, trial, own_env, env, trial_dir)
         watch = StepWatch(cfg, Path(proc_env[FILE_LOGGER_ENV]), reporter)
         stopped, detail, leftovers, returncode = self._supervise(cfg, argv, proc_env, trial_dir, ray_tmp, watch)
