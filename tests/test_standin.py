@@ -21,6 +21,8 @@ from typing import Any
 import psutil
 import pytest
 
+from verlsweep.trial.metrics import strip_ansi
+
 REPO = Path(__file__).resolve().parents[1]
 STANDIN = REPO / "tests" / "standin" / "verl_standin.py"
 PREFIX_V1 = re.compile(r"^\(TaskRunnerV1 pid=(\d+)\) step:(\d+) - ", re.M)
@@ -54,13 +56,20 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def run_standin(
-    tmp_path: Path, *overrides: str, env: dict[str, str] | None = None, timeout: float = 120
+    tmp_path: Path, *overrides: str, env: dict[str, str] | None = None, timeout: float = 120, raw: bool = False
 ) -> subprocess.CompletedProcess[str]:
-    """Run the stand-in to completion with verl-style argv, in ``tmp_path``."""
+    """Run the stand-in to completion with verl-style argv, in ``tmp_path``; its output is read without Ray's
+    colour codes (as verlsweep reads it) unless ``raw``."""
     args = [sys.executable, str(STANDIN), *overrides, f"hydra.run.dir={tmp_path / 'hydra_run'}"]
-    return subprocess.run(
+    res = subprocess.run(
         args, cwd=tmp_path, env=env or _env(), capture_output=True, text=True, timeout=timeout, check=False
     )
+    return res if raw else _plain(res)
+
+
+def _plain(res: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
+    res.stdout, res.stderr = strip_ansi(res.stdout or ""), strip_ansi(res.stderr or "")
+    return res
 
 
 def _steps(stdout: str, pattern: re.Pattern[str] = PREFIX_V1) -> list[int]:
@@ -87,7 +96,7 @@ def _group_members(pgid: int) -> list[int]:
 def _wait_for(path: Path, needle: str, timeout: float = 30) -> str:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        text = path.read_text(errors="replace") if path.exists() else ""
+        text = strip_ansi(path.read_text(errors="replace")) if path.exists() else ""
         if needle in text:
             return text
         time.sleep(0.05)
@@ -391,7 +400,7 @@ def test_hang_leaves_children_in_its_process_group(tmp_path: Path) -> None:
         assert run.proc.wait(timeout=10) == -signal.SIGKILL
         time.sleep(0.5)
         assert len(_group_members(run.proc.pid)) >= 2
-        assert _steps(run.out.read_text()) == []
+        assert _steps(strip_ansi(run.out.read_text())) == []
     finally:
         run.kill_group()
     assert _group_members(run.proc.pid) == []
@@ -403,7 +412,7 @@ def test_stall_logs_steps_then_blocks_and_sigterm_exits_15(tmp_path: Path) -> No
     try:
         _wait_for(run.out, ") step:2 - ")
         time.sleep(0.5)
-        assert _steps(run.out.read_text()) == [0, 1, 2]
+        assert _steps(strip_ansi(run.out.read_text())) == [0, 1, 2]
         assert run.proc.poll() is None
         os.killpg(run.proc.pid, signal.SIGTERM)
         assert run.proc.wait(timeout=10) == 15  # Ray's driver SIGTERM handler: sys.exit(signum)
@@ -510,13 +519,24 @@ def test_a_failed_run_leaves_the_mlflow_run_it_joined_in_the_status_verl_leaves_
 
 
 def test_runs_as_module_from_repo_root(tmp_path: Path) -> None:
-    res = subprocess.run(
+    res = _plain(subprocess.run(
         [sys.executable, "-m", "tests.standin.verl_standin", "trainer.total_training_steps=1",
          "trainer.logger=[console]", *FAST, f"hydra.run.dir={tmp_path / 'hydra_run'}"],
         cwd=REPO, env=_env(), capture_output=True, text=True, timeout=120, check=False,
-    )
+    ))
     assert res.returncode == 0, res.stderr[-3000:]
     assert _steps(res.stdout) == [0, 1]
+
+
+def test_ray_colours_are_printed_as_ray_does_by_default_and_not_with_ray_color_prefix_0(tmp_path: Path) -> None:
+    args = ("+standin.mode=oom", "trainer.total_training_steps=3", "trainer.logger=[console]", *FAST)
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    coloured = run_standin(tmp_path / "a", *args, raw=True)
+    assert "\x1b[36m(TaskRunnerV1 pid=" in coloured.stdout
+    assert "\x1b[36mray::TaskRunnerV1.run()\x1b[39m (pid=" in coloured.stderr
+    plain = run_standin(tmp_path / "b", *args, env=_env(RAY_COLOR_PREFIX="0"), raw=True)
+    assert "\x1b[" not in plain.stdout and re.search(r"^\(TaskRunnerV1 pid=\d+\) step:1 - ", plain.stdout, re.M)
+    assert "\x1b[36mray::TaskRunnerV1.run()\x1b[39m" in plain.stderr     # RayTaskError colours regardless
 
 
 def test_product_never_imports_the_standin() -> None:

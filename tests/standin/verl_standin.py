@@ -39,7 +39,10 @@ What is real and what is simulated
 * **Console**: driver lines go to the process stdout/stderr unprefixed; "actor" lines carry Ray's log prefix
   ``(TaskRunnerV1 pid=N) `` (``(TaskRunner pid=N)`` when ``trainer.use_v1=False``), ``(WorkerDict pid=N)``,
   ``(vLLMHttpServer pid=N)`` or ``(raylet)``; actor stdout -> stdout, actor stderr -> stderr, as Ray's log monitor
-  does. Per step: ``(TaskRunnerV1 pid=N) step:3 - actor/pg_loss:... - perf/throughput:...`` with verl's
+  does. Colours as Ray 2.60 prints them by default: the prefix in ANSI cyan (the raylet's in yellow, one colour
+  per pid with ``RAY_COLOR_PREFIX=1``, none with ``RAY_COLOR_PREFIX=0``; ray/_private/worker.py
+  ``print_worker_logs``), and ``ray::Cls.method()`` in a RayTaskError's header always in cyan
+  (ray/exceptions.py ``RayTaskError.__str__``). Per step: ``(TaskRunnerV1 pid=N) step:3 - actor/pg_loss:... - perf/throughput:...`` with verl's
   ``concat_dict_to_str`` rules (numbers only, ``pprint.pformat`` values, so numpy scalars print as
   ``np.float64(...)``/``np.int64(...)``).
 * **Failures** raise the error the Ray driver would re-raise (``ray.exceptions.RayTaskError(<Cause>)`` with the
@@ -70,8 +73,8 @@ knob                   default     meaning
 =====================  ==========  ==================================================================
 mode                   ok          ok | auto | oom | vllm_cache_oom | vllm_startup_oom | hccl_timeout |
                                    hccl_connect_timeout | crash | ray_actor_died | hang | stall |
-                                   slow_start | no_devices
-fail_at_step           2           step at which oom/hccl_timeout/ray_actor_died/crash/stall strike
+                                   slow_start | no_devices | noisy | oom_linger
+fail_at_step           2           step at which oom/hccl_timeout/ray_actor_died/crash/stall/oom_linger strike
                                    (steps before it are logged); 0 = during worker init (before fit)
 step_seconds           0.05        real seconds slept per training step
 startup_seconds        0 (5 for    real seconds slept while "loading models" (before fit, before MLflow)
@@ -86,6 +89,15 @@ steps_per_epoch        1           used when trainer.total_training_steps is nul
 signal                 SIGSEGV     signal for ``crash`` (name or number)
 child_lifetime_s       600         upper bound on the life of hang/stall children left behind
 =====================  ==========  ==================================================================
+
+``noisy`` prints lines healthy runs print too while "loading models" (an allocator retry warning
+``WARNING: Failed to allocate pinned buffer, retrying``; an HCCL environment warning in torch's c10d wording,
+``Environment variable HCCL_BLOCKING_WAIT is deprecated; use TORCH_HCCL_BLOCKING_WAIT instead`` from libtorch's
+``Environment variable `` / `` is deprecated; use `` strings; Ray 2.60's per-node worker-failure summary counting
+``0 Workers (tasks / actors) killed due to memory pressure (OOM)``) and then trains like ``ok``. ``oom_linger``
+logs ``fail_at_step - 1`` steps, then a worker's NPU OOM that nobody ``ray.get``s -- Ray's driver logs it as
+``Unhandled error (suppress with 'RAY_IGNORE_UNHANDLED_ERRORS=1'): <RayTaskError text>``
+(ray/_private/worker.py ``_unhandled_error_handler``) -- and keeps polling like ``stall`` without exiting.
 
 ``auto`` derives the outcome from the config with a simple Ascend memory model: vLLM startup needs
 ``util*capacity`` free next to the resident FSDP state (else ``vllm_startup_oom``), the KV cache needs
@@ -190,9 +202,11 @@ MODES: tuple[str, ...] = (
     "stall",
     "slow_start",
     "no_devices",
+    "noisy",
+    "oom_linger",
 )
 # Modes that strike inside fit() at `fail_at_step` (or during worker init when it is 0).
-STEP_MODES: frozenset[str] = frozenset({"oom", "hccl_timeout", "ray_actor_died", "crash", "stall"})
+STEP_MODES: frozenset[str] = frozenset({"oom", "hccl_timeout", "ray_actor_died", "crash", "stall", "oom_linger"})
 USAGE_EXIT = 2
 _KNOB_ARG = re.compile(r"^\+{0,2}standin\.([A-Za-z0-9_]+)=(.*)$", re.S)
 
@@ -527,8 +541,9 @@ class RayActor:
         return f"({self.cls} pid={self.pid})"
 
     def header(self, method: str, ip: str) -> str:
+        # RayTaskError.__str__ colours the proctitle whatever RAY_COLOR_PREFIX says
         return (
-            f"ray::{self.cls}.{method}() (pid={self.pid}, ip={ip}, actor_id={self.actor_id}, "
+            f"{CYAN}ray::{self.cls}.{method}(){FORE_RESET} (pid={self.pid}, ip={ip}, actor_id={self.actor_id}, "
             f"repr=<{self.repr_module}.{self.cls} object at {self.address}>)"
         )
 
@@ -536,6 +551,30 @@ class RayActor:
 # ---------------------------------------------------------------------------------------------------------------
 # Output: Ray's per-line log prefixes, verl's logging format
 # ---------------------------------------------------------------------------------------------------------------
+
+
+# colorama's codes as Ray uses them (ray/_private/worker.py print_worker_logs, ray/exceptions.py)
+CYAN, YELLOW, FORE_RESET, RESET_ALL = "\x1b[36m", "\x1b[33m", "\x1b[39m", "\x1b[0m"
+_PID_COLOURS = ("\x1b[35m", "\x1b[36m", "\x1b[32m", "\x1b[90m", "\x1b[94m", "\x1b[95m")
+
+
+def ray_prefix(prefix: str) -> str:
+    """A log prefix as Ray's driver prints it: no colour with RAY_COLOR_PREFIX=0, one colour per pid with
+    RAY_COLOR_PREFIX=1, else cyan (yellow for the raylet). Only Ray's own ``(name pid=N)`` is coloured;
+    a prefix the process printed itself (vLLM's ``(EngineCore_DP0 pid=M)``) stays plain."""
+    setting = os.environ.get("RAY_COLOR_PREFIX")
+    if setting == "0":
+        return prefix
+    own, sep, rest = prefix.partition(") ")
+    own += ")" if sep else ""
+    if own == "(raylet)":
+        colour = YELLOW
+    elif setting == "1":
+        pid = re.search(r"pid=(\d+)", own)
+        colour = _PID_COLOURS[int(pid.group(1)) % len(_PID_COLOURS)] if pid else _PID_COLOURS[0]
+    else:
+        colour = CYAN
+    return f"{colour}{own}{RESET_ALL}" + (f" {rest}" if sep else "")
 
 
 class RayLogStream:
@@ -550,7 +589,7 @@ class RayLogStream:
         self._pending += text
         *lines, self._pending = self._pending.split("\n")
         for line in lines:
-            self._target.write(f"{self._prefix} {line}\n")
+            self._target.write(f"{ray_prefix(self._prefix)} {line}\n")
         self._target.flush()
         return len(text)
 
@@ -1215,6 +1254,8 @@ class StandinRun:
 
         if mode == "no_devices":
             return self.fail_no_devices()
+        if mode == "noisy":
+            self.print_harmless()
         if k.startup_delay > 0:
             time.sleep(k.startup_delay)
         if mode == "hccl_connect_timeout":
@@ -1401,6 +1442,9 @@ class StandinRun:
         method = f"{self._role_prefix()}_{'init_model' if at_init else 'update_actor'}"
         if mode == "stall":
             self.hang(running=shape.batch * shape.n)
+        if mode == "oom_linger":
+            self.print_unhandled_oom(worker, method, at_init)
+            self.hang(running=shape.batch * shape.n)
         if mode == "crash":
             self._crash(_signal_number(k.signal))
         if mode == "oom":
@@ -1431,8 +1475,8 @@ class StandinRun:
             node_id = "".join(f"{self.rng.randrange(256):02x}" for _ in range(28))
             _emit(
                 sys.stderr,
-                "(raylet) A worker died or was killed while executing a task by an unexpected system error. To "
-                "troubleshoot the problem, check the logs for the dead worker. "
+                ray_prefix("(raylet)") + " A worker died or was killed while executing a task by an unexpected "
+                "system error. To troubleshoot the problem, check the logs for the dead worker. "
                 f"Lease ID: {_hex_id(self.rng, 24, '')} Worker ID: {_hex_id(self.rng, 28, '')} Node ID: {node_id} "
                 f"Worker IP address: {self.ip} Worker port: {40000 + self.rng.randrange(20000)} "
                 f"Worker PID: {worker.pid} {WORKER_DEATH_DETAIL}",
@@ -1451,6 +1495,31 @@ class StandinRun:
             text = self._runner_text(site, f"ray.exceptions.ActorDiedError: {died}")
             return ray_task_error("ActorDiedError", text)
         return None
+
+    def print_harmless(self) -> None:
+        """Lines healthy runs print too, then training goes on: an allocator's retry warning, an HCCL
+        environment warning and Ray's per-node worker-failure summary counting no OOM kill (the raylet's
+        ``%d Workers (tasks / actors) killed due to memory pressure (OOM), %d Workers crashed due to other
+        reasons at node (ID: %s, IP: %s) over the last time period.``, ray 2.60.0 raylet binary)."""
+        worker = RayLogStream(sys.__stderr__ or sys.stderr, self._worker("WorkerDict", 1, "").prefix)
+        worker.write("WARNING: Failed to allocate pinned buffer, retrying\n")
+        worker.write("[W compiler_depend.ts:107] Warning: Environment variable HCCL_BLOCKING_WAIT is deprecated; "
+                     "use TORCH_HCCL_BLOCKING_WAIT instead\n")
+        node_id = "".join(f"{self.rng.randrange(256):02x}" for _ in range(28))
+        _emit(sys.stderr, ray_prefix("(raylet)") + " 0 Workers (tasks / actors) killed due to memory pressure (OOM), "
+              f"1 Workers crashed due to other reasons at node (ID: {node_id}, IP: {self.ip}) over the last time "
+              f"period. To see more information about the Workers killed on this node, use "
+              f"`ray logs raylet.out -ip {self.ip}`")
+
+    def print_unhandled_oom(self, worker: RayActor, method: str, at_init: bool) -> None:
+        """A worker's OOM that nobody ``ray.get``s: Ray's driver logs it (ray/_private/worker.py
+        ``_unhandled_error_handler``) as the RayTaskError's text, and the trainer keeps waiting."""
+        frames = WORKER_INIT if at_init else WORKER_OOM_TRAIN
+        request = max(0.3, round(MemoryModel.build(self.shape, self.k).train_peak * 0.107, 2))
+        text = "\n".join([worker.header(method, self.ip)] + _format_frames(frames)
+                         + [f"torch.OutOfMemoryError: {npu_oom_message(self.k.device_memory_gib, request)}"])
+        _emit(sys.stderr, f"{_now_ms()}\tERROR worker.py:440 -- Unhandled error (suppress with "
+              f"'RAY_IGNORE_UNHANDLED_ERRORS=1'): {text}")
 
     def _crash(self, signum: int) -> None:
         """Die by a signal with no Python cleanup, like a native crash (the mlflow run stays RUNNING)."""
