@@ -14,7 +14,7 @@ from verlsweep.command.compose import build_trial, compose_config
 from verlsweep.common.result import NullReporter
 from verlsweep.common.names import TRIAL_DIR_ENV
 from verlsweep.trial.runners import get_runner
-from verlsweep.trial.runners.process import resolve_entrypoint
+from verlsweep.trial.runners.process import actor_env_args, resolve_entrypoint
 from verlsweep.trial.supervise import MARK_ENV, Supervised, ray_isolation, remove_tree
 
 # Leaves a grandchild in its own session (outside the process group), like a daemonised helper.
@@ -112,7 +112,47 @@ def test_ray_gets_a_private_temp_dir_and_never_an_inherited_address():
     finally:
         remove_tree(tmp)
     configured = {}
-    assert ray_isolation(configured, "auto") is None and configured == {"RAY_ADDRESS": "auto"}
+    assert ray_isolation(configured, "auto") is None
+    assert configured == {"RAY_ADDRESS": "auto", "RAY_COLOR_PREFIX": "0"}
+
+
+def test_the_trial_gets_ray_color_prefix_0_whether_or_not_it_has_its_own_ray():
+    for address in (None, "auto"):
+        env = {"RAY_COLOR_PREFIX": "1"}
+        remove_tree(ray_isolation(env, address))
+        assert env["RAY_COLOR_PREFIX"] == "0"
+
+
+def test_with_ray_address_the_trial_env_reaches_verls_actors_through_the_runtime_env(tmp_path):
+    cfg = compose_config(["validate.verl=false", "tracking.enabled=false", "runner.ray_address=10.0.0.1:6379",
+                          "env.HCCL_EXEC_TIMEOUT=3600", "+verl.ray_kwargs.ray_init.runtime_env.env_vars.KEEP=mine",
+                          "+env.KEEP=ours"])
+    trial = build_trial(cfg, require_paths=False)
+    env = {"MLFLOW_RUN_ID": "abc123", "MLFLOW_TRACKING_URI": "sqlite:////x/mlflow.db",
+           "VERL_FILE_LOGGER_PATH": "/x/metrics.jsonl"}
+    args = actor_env_args(trial, env, trial.argv, tmp_path)
+    prefix = "+ray_kwargs.ray_init.runtime_env.env_vars."
+    assert f"{prefix}MLFLOW_RUN_ID='abc123'" in args
+    assert f"{prefix}MLFLOW_TRACKING_URI='sqlite:////x/mlflow.db'" in args
+    assert f"{prefix}VERL_FILE_LOGGER_PATH='/x/metrics.jsonl'" in args
+    assert f"{prefix}HCCL_EXEC_TIMEOUT='3600'" in args          # quoted: Ray takes only string values
+    assert not any(a.startswith(f"{prefix}KEEP=") for a in args)   # the command's own value stands
+    # what verl's run_ppo does with them: Hydra parses the overrides, runtime_env.env_vars are strings
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    parsed = {o.key_or_group: o.value() for o in OverridesParser.create().parse_overrides(args)}
+    assert parsed["ray_kwargs.ray_init.runtime_env.env_vars.HCCL_EXEC_TIMEOUT"] == "3600"
+    assert parsed["ray_kwargs.ray_init.runtime_env.env_vars.MLFLOW_TRACKING_URI"] == "sqlite:////x/mlflow.db"
+
+
+def test_with_ray_address_a_credential_in_the_trial_env_is_refused_naming_it(tmp_path):
+    from verlsweep.common.errors import ConfigError
+
+    cfg = compose_config(["validate.verl=false", "tracking.enabled=false", "runner.ray_address=auto",
+                          "+env.HF_TOKEN=hf_secret"])
+    trial = build_trial(cfg, require_paths=False)
+    with pytest.raises(ConfigError, match="env.HF_TOKEN") as err:
+        actor_env_args(trial, {}, trial.argv, tmp_path)
+    assert "hf_secret" not in str(err.value)
 
 
 def test_entrypoint_python_is_this_interpreter_and_relative_files_become_absolute(tmp_path, monkeypatch):
@@ -134,13 +174,19 @@ def test_unknown_runner_name_lists_the_known_ones():
 FAKE_TRAINER = textwrap.dedent("""
     import json, os, sys, time
     mode = sys.argv[1]
+    if mode == "warn_then_train":          # a warning while loading, then a start longer than the stall limit
+        print("(WorkerDict pid=8) WARNING: Failed to allocate pinned buffer, retrying", flush=True)
+        time.sleep(3)
     with open(os.environ["VERL_FILE_LOGGER_PATH"], "wb", buffering=0) as fh:
         for step in range(1, 6):
-            data = {"perf/throughput": 100.0 * step, "actor/perf/max_memory_reserved_gb": 20.0 + step}
+            data = {"perf/throughput": 100.0 * step, "actor/perf/max_memory_allocated_gb": 20.0 + step,
+                    "actor/perf/max_memory_reserved_gb": 30.0 + step}
             if mode != "console_only":
                 fh.write((json.dumps({"step": step, "data": data}) + "\\n").encode())
             print(f"(TaskRunnerV1 pid=7) step:{step} - perf/throughput:np.float64({100.0 * step})", flush=True)
             if mode == "oom_linger" and step == 2:
+                print("Traceback (most recent call last):", flush=True)
+                print('  File "engine_workers.py", line 1, in update_actor', flush=True)
                 print("torch.OutOfMemoryError: NPU out of memory. Tried to allocate 2.00 GiB", flush=True)
                 time.sleep(120)            # a driver waiting on dead actors
             time.sleep(0.05 if mode != "slow" else 0.5)
@@ -173,7 +219,7 @@ def test_completed_trial_reports_every_step_and_aggregates_after_warmup(tmp_path
     assert result.outcome == "completed" and result.steps == 5
     assert reporter.seen == [(s, 100.0 * s) for s in range(1, 6)]
     assert result.objective == pytest.approx(350.0)            # mean of steps 2..5
-    assert result.peak_memory_gb == 25.0
+    assert result.peak_memory_gb == 25.0      # allocated, not the larger reserved
     assert (tmp_path / "trial" / "trial.log").is_file() and (tmp_path / "trial" / "metrics.jsonl").is_file()
     assert details.reason == "exit 0"
 
@@ -192,12 +238,19 @@ def test_prune_stops_the_trial_at_the_step_the_sweeper_says(tmp_path):
     assert result.duration_s < 5                   # not the 2.5 s x 5 steps of the whole run
 
 
-def test_fatal_error_with_a_lingering_process_is_stopped_and_classified(tmp_path):
-    result, details = run_fake(tmp_path, "oom_linger", None, "runner.fatal_exit_wait=1")
-    assert result.outcome == "oom"
+def test_a_fatal_error_and_then_no_progress_for_the_stall_limit_stops_the_trial_and_classifies_it(tmp_path):
+    result, details = run_fake(tmp_path, "oom_linger", None, "runner.stall_timeout=1.5")
+    assert result.outcome == "oom" and result.steps == 2
     assert "NPU out of memory" in result.excerpt
     assert result.duration_s < 10
+    assert "after a fatal error" in details.reason
     assert (tmp_path / "trial" / "excerpt.txt").read_text().startswith("# oom: npu out of memory")
+
+
+def test_a_warning_never_stops_a_trial_whose_start_outlasts_the_stall_limit(tmp_path):
+    # a warning taken for a fatal text would stop it 1.5 s after it was printed, before the first step
+    result, _ = run_fake(tmp_path, "warn_then_train", None, "runner.stall_timeout=1.5", "runner.startup_timeout=60")
+    assert result.outcome == "completed" and result.steps == 5
 
 
 # ---- runner=script: a recipe script gets its knobs through env vars, the rest as overrides
