@@ -178,7 +178,8 @@ PATTERNS: tuple[Pattern, ...] = (
        _S("ray", "exceptions.py", "class ActorDiedError(RayActorError)",
           "ray.exceptions.RayTaskError(ActorDiedError): ray::TaskRunnerV1.run() (pid=1, ip=10.0.0.2)",
           prints="ActorDiedError")),
-    _p("crash", "segfault", r"Segmentation fault|SIGSEGV|core dumped|Fatal Python error",
+    # not a bare SIGSEGV: Ray's worker-death notice lists it among possible causes of any death
+    _p("crash", "segfault", r"Segmentation fault|\*\*\* SIGSEGV received|core dumped|Fatal Python error",
        _S("cpython", "Modules/faulthandler.c / Python/pylifecycle.c", "Fatal Python error: Segmentation fault",
           version="3.11")),
     _p("crash", "graph capture", r"\b207008\b|\bEL0009\b|Stream resources are insufficient",
