@@ -85,6 +85,7 @@ def test_under_plan_enforce_an_infeasible_trial_runs_no_step(tmp_path):
     _, _, result = run(tmp_path, [*NO_OFFLOAD, f"{ROLLOUT}.gpu_memory_utilization=0.95"])
     assert result.outcome == "infeasible" and result.steps == 0
     assert not (tmp_path / "metrics.jsonl").exists()
+    assert result.peak_memory_gb is None and result.predicted_peak_gb > 0     # never ran: nothing measured
 
 
 def test_the_sweeper_can_prune_an_estimated_trial(tmp_path):

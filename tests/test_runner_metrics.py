@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from verlsweep.trial.metrics import JsonlTail, StepLog, aggregate, objective, parse_console_line, parse_jsonl_record
+from verlsweep.trial.metrics import (JsonlTail, StepLog, aggregate, objective, parse_console_line, parse_jsonl_record,
+                                     strip_ansi)
 
 
 def test_console_line_behind_a_ray_actor_prefix_with_numpy_reprs_is_parsed():
@@ -82,11 +83,31 @@ def test_objective_without_the_metric_is_none():
     assert objective(StepLog(), "perf/throughput", "mean", 1) is None
 
 
-def test_peak_memory_is_the_max_over_steps_and_allocated_reserved_actor_critic():
+def test_peak_memory_is_the_actors_allocated_peak_over_the_steps_never_reserved_or_another_role():
     log = StepLog()
     log.add(1, {"actor/perf/max_memory_allocated_gb": 20.0, "actor/perf/max_memory_reserved_gb": 24.5}, "file")
-    log.add(2, {"critic/perf/max_memory_reserved_gb": 31.0, "actor/perf/cpu_memory_used_gb": 500.0}, "file")
-    assert log.peak_memory_gb() == 31.0
+    log.add(2, {"actor/perf/max_memory_allocated_gb": 22.0, "critic/perf/max_memory_reserved_gb": 31.0,
+                "actor/perf/cpu_memory_used_gb": 500.0}, "file")
+    assert log.peak_memory_gb() == 22.0
+
+
+def test_the_same_peak_memory_metric_in_every_runner_and_in_plan_refit():
+    from verlsweep.common.names import PEAK_MEMORY_METRIC
+    from verlsweep.plan import refit
+    from verlsweep.trial.runners import estimate
+
+    assert refit.PEAK == PEAK_MEMORY_METRIC and PEAK_MEMORY_METRIC in estimate.STEP_METRICS
+
+
+@pytest.mark.parametrize("line,clean", [
+    ("\x1b[36m(TaskRunnerV1 pid=7)\x1b[0m step:1 - perf/throughput:1.0", "(TaskRunnerV1 pid=7) step:1 - perf/throughput:1.0"),
+    ("ray.exceptions.RayTaskError(X): \x1b[36mray::TaskRunnerV1.run()\x1b[39m (pid=7)",
+     "ray.exceptions.RayTaskError(X): ray::TaskRunnerV1.run() (pid=7)"),
+    ("plain line", "plain line"),
+])
+def test_console_lines_are_read_without_rays_colour_codes(line, clean):
+    assert strip_ansi(line) == clean
+    assert parse_console_line(strip_ansi(line)) == parse_console_line(clean)
 
 
 def test_unknown_aggregate_is_rejected_with_the_allowed_values():
