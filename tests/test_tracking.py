@@ -111,6 +111,15 @@ def test_a_finished_trial_run_stores_its_outcome_measurements_artifacts_and_term
     assert [a.path for a in client.list_artifacts(run.run_id)] == ["excerpt.txt"]
 
 
+def test_an_infeasible_trial_has_a_predicted_peak_and_no_measured_one_and_the_run_says_what_each_means(store):
+    run = TrialRun.start(cfg_for(store), {})
+    run.finish(TrialResult("infeasible", predicted_peak_gb=70.5, excerpt="vllm_start"), reason="infeasible")
+    done = MlflowClient(store).get_run(run.run_id)
+    assert done.data.metrics["predicted_peak_gb"] == 70.5 and "peak_memory_gb" not in done.data.metrics
+    note = done.data.tags["mlflow.note.content"]
+    assert "actor/perf/max_memory_allocated_gb" in note and "allocated, not reserved" in note
+
+
 def test_steps_verl_could_not_log_are_backfilled_from_its_file_logger(store):
     run = TrialRun.start(cfg_for(store), {})
     steps = StepLog()

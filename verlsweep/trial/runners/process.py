@@ -213,7 +213,8 @@ class ProcessRunner:
         detail: str | None = None
 
         def on_line(line: str) -> None:
-            live.line(line, important=watch.on_line(line))
+            clean = metrics.strip_ansi(line)
+            live.line(clean, important=watch.on_line(clean))
 
         with live:
             sup = Supervised(argv, proc_env, trial_dir, trial_dir / LOG_FILE, on_line)
