@@ -100,7 +100,8 @@ def test_the_same_peak_memory_metric_in_every_runner_and_in_plan_refit():
 
 
 @pytest.mark.parametrize("line,clean", [
-    ("\x1b[36m(TaskRunnerV1 pid=7)\x1b[0m step:1 - perf/throughput:1.0", "(TaskRunnerV1 pid=7) step:1 - perf/throughput:1.0"),
+    ("\x1b[36m(TaskRunnerV1 pid=7)\x1b[0m step:1 - perf/throughput:1.0",
+     "(TaskRunnerV1 pid=7) step:1 - perf/throughput:1.0"),
     ("ray.exceptions.RayTaskError(X): \x1b[36mray::TaskRunnerV1.run()\x1b[39m (pid=7)",
      "ray.exceptions.RayTaskError(X): ray::TaskRunnerV1.run() (pid=7)"),
     ("plain line", "plain line"),

@@ -42,7 +42,8 @@ What is real and what is simulated
   does. Colours as Ray 2.60 prints them by default: the prefix in ANSI cyan (the raylet's in yellow, one colour
   per pid with ``RAY_COLOR_PREFIX=1``, none with ``RAY_COLOR_PREFIX=0``; ray/_private/worker.py
   ``print_worker_logs``), and ``ray::Cls.method()`` in a RayTaskError's header always in cyan
-  (ray/exceptions.py ``RayTaskError.__str__``). Per step: ``(TaskRunnerV1 pid=N) step:3 - actor/pg_loss:... - perf/throughput:...`` with verl's
+  (ray/exceptions.py ``RayTaskError.__str__``). Per step:
+  ``(TaskRunnerV1 pid=N) step:3 - actor/pg_loss:... - perf/throughput:...`` with verl's
   ``concat_dict_to_str`` rules (numbers only, ``pprint.pformat`` values, so numpy scalars print as
   ``np.float64(...)``/``np.int64(...)``).
 * **Failures** raise the error the Ray driver would re-raise (``ray.exceptions.RayTaskError(<Cause>)`` with the
