@@ -93,6 +93,18 @@ def test_the_first_failure_text_in_time_wins_an_oom_before_the_timeouts_and_dead
     assert (verdict.outcome, verdict.reason) == ("oom", "npu out of memory")
 
 
+def test_in_one_traceback_the_innermost_exception_is_the_cause_not_the_ray_wrapper_before_it():
+    verdict = classify(1, scan(
+        "Traceback (most recent call last):",
+        '  File "main_ppo.py", line 1, in main',
+        "ray.exceptions.RayTaskError(OutOfMemoryError): ray::TaskRunnerV1.run() (pid=7, ip=10.0.0.2)",
+        '  File "engine_workers.py", line 2, in update_actor',
+        "torch.OutOfMemoryError: NPU out of memory. Tried to allocate 674.00 MiB",
+    ), steps=1)
+    assert (verdict.outcome, verdict.reason) == ("oom", "npu out of memory")
+    assert verdict.excerpt.startswith("torch.OutOfMemoryError: NPU out of memory")
+
+
 def test_an_hccl_timeout_after_an_allocation_warning_is_an_hccl_timeout():
     verdict = classify(1, scan(
         "(WorkerDict pid=7) WARNING: Failed to allocate pinned buffer, retrying",

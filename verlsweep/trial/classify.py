@@ -45,6 +45,7 @@ class Verdict:
 class _Hit:
     seq: int                # line number of the first match: earlier causes win
     lines: list[str]        # the matched line and the lines after it (the excerpt)
+    block: int | None       # the traceback it is part of, if any
 
 
 class LogScanner:
@@ -59,6 +60,7 @@ class LogScanner:
         self._context_after = context_after
         self._seq = 0
         self._in_traceback = False
+        self._block = 0                                # tracebacks seen
 
     def feed(self, line: str) -> bool:
         """Add one line; True when it is a fatal text (the supervisor's cue to watch for progress)."""
@@ -77,7 +79,8 @@ class LogScanner:
             for idx, pattern in enumerate(PATTERNS):
                 if pattern.regex.search(line):
                     if idx not in self.hits:
-                        self.hits[idx] = _Hit(self._seq, [text])
+                        block = self._block if self._in_traceback else None
+                        self.hits[idx] = _Hit(self._seq, [text], block)
                         if self._context_after:
                             self._open.append((self.hits[idx].lines, self._context_after))
                     break
@@ -87,6 +90,8 @@ class LogScanner:
         if _ACTOR_DIED.search(text):
             return True
         if _TRACEBACK_START.match(text):
+            if not self._in_traceback:
+                self._block += 1
             self._in_traceback = True
             return False
         if not self._in_traceback or text[:1].isspace() or not text.strip():
@@ -105,6 +110,11 @@ class LogScanner:
         if not found:
             return None
         _, idx = min(found)
+        block = self.hits[idx].block
+        if block is not None:
+            # one traceback is one failure: its innermost exception (the last line) is the cause, the
+            # RayTaskError(...) headers before it only wrap it
+            _, idx = max((s, i) for s, i in found if self.hits[i].block == block)
         return PATTERNS[idx], _clip("\n".join(self.hits[idx].lines))
 
 
