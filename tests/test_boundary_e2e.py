@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 import sys
 from pathlib import Path
@@ -44,6 +45,25 @@ def boundary_sweep(tiny_model_dir, gsm8k_dir, empty_mlflow_db, tmp_path_factory)
                             "verl.trainer.logger=[console,file]",
                             "+env.VERL_STANDIN_MODE=" + ",".join(MODES)], mark, multirun=True)
     return {"proc": proc, "uri": uri, "runs": child_runs(uri, parent), "mark": mark, "work": work}
+
+
+def test_on_an_existing_ray_cluster_verl_still_logs_into_the_trials_run_and_file(tiny_model_dir, gsm8k_dir,
+                                                                               store, tmp_path):
+    """The stand-in drops the driver's environment for its actor when RAY_ADDRESS is set, as a cluster's
+    raylet does: MLFLOW_RUN_ID and VERL_FILE_LOGGER_PATH arrive only through Ray's runtime_env."""
+    mark = new_mark()
+    proc = run_sweep(tmp_path, [*tiny_overrides(tiny_model_dir, gsm8k_dir, tmp_path / "out", store),
+                                f"runner.entrypoint=[python,{STANDIN}]", "validate.verl=false", "trial.steps=2",
+                                "runner.ray_address=127.0.0.1:6379"], mark)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    client = MlflowClient(store)
+    (run,) = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    assert run.data.tags["trial.outcome"] == "completed"
+    assert "trial.metrics_source" not in run.data.tags               # verl's own logger wrote the steps
+    assert [m.step for m in client.get_metric_history(run.info.run_id, "perf/throughput")] == [1, 2]
+    (metrics,) = (tmp_path / "out").rglob("metrics.jsonl")
+    assert [json.loads(line)["step"] for line in metrics.read_text().splitlines()] == [1, 2]
+    assert survivors(mark) == []
 
 
 def artifact(sweep, run, name: str, tmp_path: Path) -> str:

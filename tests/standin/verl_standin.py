@@ -34,7 +34,9 @@ What is real and what is simulated
   (``no_devices``, ``vllm_*``, ``hccl_connect_timeout``, ``fail_at_step=0``): no MLflow join and no JSONL file.
 * **Environment**: the "actor" part runs with the driver's environment plus the composed
   ``ray_kwargs.ray_init.runtime_env.env_vars`` (verl's defaults and any ``+ray_kwargs.ray_init.runtime_env.env_vars.X=``),
-  as Ray's actors do, so ``MLFLOW_RUN_ID``/``VERL_FILE_LOGGER_PATH`` may come either way. Like verl, Hydra writes its
+  as Ray's actors do, so ``MLFLOW_RUN_ID``/``VERL_FILE_LOGGER_PATH`` may come either way. With ``RAY_ADDRESS`` set
+  (an existing cluster, whose raylets start the actors with their own environment) the driver's environment is
+  dropped first, but for ``CLUSTER_ENV``; only the runtime_env reaches the actor. Like verl, Hydra writes its
   run dir (``outputs/<date>/<time>/.hydra``, ``main_ppo.log``) under the cwd unless ``hydra.run.dir=`` is given.
 * **Console**: driver lines go to the process stdout/stderr unprefixed; "actor" lines carry Ray's log prefix
   ``(TaskRunnerV1 pid=N) `` (``(TaskRunner pid=N)`` when ``trainer.use_v1=False``), ``(WorkerDict pid=N)``,
@@ -1121,6 +1123,10 @@ WORKER_ROLLOUT: list[Frame] = [
 # ---------------------------------------------------------------------------------------------------------------
 
 
+# What an existing cluster's actors see of the driver's environment: nothing (its raylet's own basics).
+CLUSTER_ENV = frozenset({"PATH", "HOME", "LANG", "LC_ALL", "USER", "TMPDIR", "PYTHONPATH"})
+
+
 class StandinRun:
     """Everything between Hydra handing over the config and ``run_ppo`` returning or raising."""
 
@@ -1167,6 +1173,10 @@ class StandinRun:
         self.out = RayLogStream(sys.__stdout__ or sys.stdout, self.runner.prefix)
         self.err = RayLogStream(sys.__stderr__ or sys.stderr, self.runner.prefix)
         saved_env = dict(os.environ)
+        if os.environ.get("RAY_ADDRESS"):
+            # an existing cluster: its raylet starts the actors with its own environment, not the driver's
+            for key in [k for k in os.environ if k not in CLUSTER_ENV]:
+                del os.environ[key]
         os.environ.update(self.actor_env)
         try:
             error = self._task_runner(config, OmegaConf)
