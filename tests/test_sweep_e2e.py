@@ -64,5 +64,7 @@ def test_a_trial_the_planner_predicts_infeasible_is_tracked_and_never_launched(t
     assert run.data.tags["trial.outcome"] == "infeasible"
     assert run.info.status == "FAILED"
     assert not client.get_metric_history(run.info.run_id, "perf/throughput")  # verl never ran
+    assert "peak_memory_gb" not in run.data.metrics                            # nothing was measured
+    assert run.data.metrics["predicted_peak_gb"] > 0
     assert not list((tmp_path / "out").rglob("trial.log"))
     assert survivors(mark) == []
