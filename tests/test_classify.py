@@ -42,12 +42,13 @@ REAL_LINES = [
     ("no_devices", "RuntimeError: No CUDA GPUs are available"),
     ("no_devices", "RuntimeError: Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and "
                    "installed a driver from http://www.nvidia.com/Download/index.aspx"),
-    # Ray's memory monitor killing a worker when the host runs low on memory
-    ("oom", "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory."),
-    ("oom", "Memory on the node (IP: 10.0.0.2, ID: 5f1c) where the task (actor ID: 9a2b, "
-            "name=WorkerDict.__init__, pid=4242, memory used=61.20GB) was running was 480.52GB / 503.48GB "
-            "(0.954403), which exceeds the memory usage threshold of 0.95. Ray killed this worker (ID: 3c4d) "
-            "because it was the most recently scheduled task"),
+    # Ray 2.60's raylet killing workers when the host runs low on memory (its binary's format strings)
+    ("oom", "ray.exceptions.OutOfMemoryError: 1 worker(s) were killed due to the node running low on memory. "
+            "Memory on the node (IP: 10.0.0.2, ID: 5f1c) was 480.52GB used / 503.48GB limit (0.954403)"),
+    ("oom", "(raylet) 2 Workers (tasks / actors) killed due to memory pressure (OOM), 0 Workers crashed due to "
+            "other reasons at node (ID: 5f1c, IP: 10.0.0.2) over the last time period."),
+    # CANN's allocation failure without its error code: decides only for a process that died
+    ("oom", "[ERROR] RUNTIME(4242,python):2026-12-03-10:00:00.000.000 Failed to allocate memory."),
     # vLLM before its v1 engine: the KV cache cannot hold one max-length sequence
     ("oom", "ValueError: The model's max seq len (32768) is larger than the maximum number of tokens that can be "
             "stored in KV cache (21840). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` "

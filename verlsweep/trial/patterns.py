@@ -100,9 +100,11 @@ PATTERNS: tuple[Pattern, ...] = (
     _p("no_devices", "npu not visible", r"NPU device is not available or visible",
        _S("verl-project/verl", "docs/ascend_tutorial/faq/faq.rst",
           "torch_npu detected, but NPU device is not available or visible", version="1dda039b")),
-    _p("no_devices", "no cuda device", r"No CUDA GPUs are available",
+    _p("no_devices", "no cuda device", r"No CUDA GPUs are available|Found no NVIDIA driver",
        _S("torch", "lib/libtorch_cpu.so", "No CUDA GPUs are available",
-          "RuntimeError: No CUDA GPUs are available")),
+          "RuntimeError: No CUDA GPUs are available"),
+       _S("pytorch", "c10/cuda/CUDAFunctions.cpp (CUDA builds only)", "Found no NVIDIA driver on your system.",
+          version="v2.13.0")),
     # --- device memory: training allocator, CANN, vLLM startup / KV cache, Ray host memory ---
     _p("oom", "npu out of memory", r"NPU out of memory",
        _S("torch_npu", "Ascend/pytorch torch_npu/csrc/core/npu/NPUCachingAllocator.cpp, as printed in "
