@@ -21,6 +21,10 @@ REAL_LINES = [
             "used by other processes."),
     ("oom", "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
             "initializing the engine."),
+    # vLLM >= 0.9 when the KV pool cannot hold one max-length request (vllm/v1/core/kv_cache_utils.py)
+    ("oom", "(vLLMHttpServer pid=77) ValueError: To serve at least one request with the model's max seq len "
+            "(32768), (4.50 GiB KV cache is needed, which is larger than the available KV cache memory (2.10 GiB). "
+            "Based on the available memory, the estimated maximum model length is 15296."),
     ("oom", "ray.exceptions.RayTaskError(OutOfMemoryError): ray::TaskRunnerV1.run() (pid=14249, ip=10.0.0.2)"),
     ("hccl_timeout", "[Rank 3] Watchdog caught collective operation timeout: WorkHCCL(SeqNum=196, OpType=ALLREDUCE, "
                      "Timeout(ms)=3600000) ran for 3600185 milliseconds before timing out."),

@@ -127,9 +127,14 @@ PATTERNS: tuple[Pattern, ...] = (
           "ValueError: Free memory on device (36.08/60.96 GiB) on startup is less than desired GPU memory "
           "utilization (0.6, 36.58 GiB).", version=_VLLM_ASCEND)),
     _p("oom", "vllm kv cache", r"No available memory for the cache blocks|"
-       r"larger than the maximum number of tokens that can be stored in KV cache",
+       r"larger than the maximum number of tokens that can be stored in KV cache|"
+       r"KV cache is needed, which is larger than the available KV cache memory",
        _S("vllm", "vllm/v1/core/kv_cache_utils.py _check_enough_kv_cache_memory",
-          "No available memory for the cache blocks", version=_VLLM_ASCEND)),
+          "No available memory for the cache blocks", version=_VLLM_ASCEND),
+       _S("vllm", "vllm/v1/core/kv_cache_utils.py _check_enough_kv_cache_memory",
+          "KV cache is needed, which is larger than the available KV cache memory",
+          "ValueError: To serve at least one request with the model's max seq len (32768), (4.50 GiB KV cache "
+          "is needed, which is larger than the available KV cache memory (2.10 GiB).", version=_VLLM_ASCEND)),
     # Ray 2.60's raylet (NodeManager::CreateOomKillMessageDetails / the per-node worker-failure summary);
     # a summary that counts 0 OOM kills is printed while memory is fine and does not match
     _p("oom", "host memory (ray memory monitor)",
