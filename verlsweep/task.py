@@ -21,6 +21,7 @@ from verlsweep.command.compose import Trial, build_trial
 from verlsweep.common.names import COMMAND_JSON, COMMAND_SH, EXCERPT_FILE, FILE_LOGGER_ENV, METRICS_FILE, TRIAL_DIR_ENV
 from verlsweep.common.errors import ConfigError
 from verlsweep.common.result import TrialResult
+from verlsweep.common import slurm
 from verlsweep.trial.runners import RunDetails, get_runner
 from verlsweep.tracking.system_metrics import DevicePeak, TrialMonitor
 from verlsweep.trial import devices
@@ -81,6 +82,9 @@ def run(cfg: DictConfig) -> Any:
             details = getattr(runner, "details", None)
             if peak is not None:
                 result.peak_device_hbm_gb = peak.hbm_gb
+    except slurm.TrialKilled as exc:                              # the scheduler's signal; the tree is stopped
+        result = TrialResult(exc.outcome, excerpt=str(exc), backend=str(cfg.runner.name),
+                             duration_s=time.monotonic() - started)
     except ConfigError as exc:                                    # the runner refused its input
         result = TrialResult("config_error", excerpt=str(exc), backend=str(cfg.runner.name))
         if not multirun:
@@ -114,7 +118,8 @@ def preflight_result(cfg: DictConfig) -> TrialResult | None:
 def _start_tracking(cfg: DictConfig) -> TrialRun | None:
     if not cfg.tracking.enabled:
         return None
-    return TrialRun.start(cfg, knobs.knobs(cfg, knobs.job_overrides()))
+    job = slurm.job_id(os.environ)
+    return TrialRun.start(cfg, knobs.knobs(cfg, knobs.job_overrides()), tags={slurm.JOB_ID_TAG: job} if job else None)
 
 
 def _start_monitor(cfg: DictConfig, trial: Trial, tracked: TrialRun | None, runner: Any) -> TrialMonitor | None:

@@ -7,6 +7,8 @@
                               trial; the placeholder is the worst feasible value seen so far (flagged
                               PLACEHOLDER_ATTR, never reported as a measurement).
     pruned                    PRUNED (its reported steps are the study's intermediate values)
+    preempted                 FAIL, and its params re-enqueued once (the scheduler took the job away:
+                              says nothing about the config; not counted as a failure in a row)
     anything else, exception  FAIL (never aborts the sweep; counts towards max_consecutive_failures)
 
 Every trial gets the same constraint key, feasible or not: Optuna's GP sampler requires it of all
@@ -28,6 +30,7 @@ from verlsweep.common.result import CONSTRAINT_OUTCOMES, TrialResult
 CONSTRAINT_KEY = "memory"          # > 0: the trial did not fit (oom) or was predicted not to (infeasible)
 PLACEHOLDER_ATTR = "verlsweep.placeholder"
 NO_RESULT = "no_result"            # a job that returned nothing (dry run)
+RERUN_OUTCOMES = frozenset({"preempted"})   # re-run once (optuna RetryFailedTrialCallback, max_retry=1)
 _EXCERPT_CHARS = 2000
 
 
@@ -42,7 +45,7 @@ class Told:
     @property
     def failed(self) -> bool:
         """A failure in the max_consecutive_failures sense (OOM is a finding, not a failure)."""
-        return self.state == TrialState.FAIL and self.outcome != NO_RESULT
+        return self.state == TrialState.FAIL and self.outcome not in (NO_RESULT, *RERUN_OUTCOMES)
 
 
 def _finite(x: Any) -> bool:
@@ -156,7 +159,16 @@ def tell(study: optuna.Study, trial: optuna.Trial, ret: JobReturn | None, object
         return Told(trial.number, "pruned", TrialState.PRUNED, None, result.excerpt)
 
     tell_state(study, trial, state=TrialState.FAIL)
+    if result.outcome in RERUN_OUTCOMES:
+        rerun_once(study, trial)
     return Told(trial.number, result.outcome, TrialState.FAIL, None, result.excerpt)
+
+
+def rerun_once(study: optuna.Study, trial: optuna.Trial) -> None:
+    """Enqueue the failed trial's params again unless it already is a re-run: the retry takes its
+    budget slot (its number lands in the retry's `retry_history`, see _study.budget_trials)."""
+    retry = optuna.storages.RetryFailedTrialCallback(max_retry=1)
+    retry(study, study._storage.get_trial(trial._trial_id))
 
 
 def _tell(study: optuna.Study, trial: optuna.Trial, values: list[float], result: TrialResult,

@@ -17,6 +17,7 @@ OUTCOMES: tuple[str, ...] = (
     "no_devices",
     "crash",
     "infeasible",
+    "preempted",      # the scheduler took the job away (Slurm PREEMPTED, CANCELLED, NODE_FAIL); re-run once
 )
 CONSTRAINT_OUTCOMES: frozenset[str] = frozenset({"oom", "infeasible"})
 

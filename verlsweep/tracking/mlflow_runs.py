@@ -54,7 +54,8 @@ DEFAULT_EXPERIMENT = "verlsweep"
 # verl/utils/tracking.py _MlflowLoggingAdapter._sanitize_key: the names verl's metrics get in MLflow
 _INVALID_METRIC_CHARS = re.compile(r"[^/\w.\- :]")
 
-STATUS_BY_OUTCOME = {"completed": "FINISHED", "pruned": "KILLED", "timeout": "KILLED", "hang": "KILLED"}
+STATUS_BY_OUTCOME = {"completed": "FINISHED", "pruned": "KILLED", "timeout": "KILLED", "hang": "KILLED",
+                     "preempted": "KILLED"}
 MAX_PARAMS_PER_BATCH = 100        # MLflow's log_batch limit
 # The run description (MLflow's `mlflow.note.content` tag) of every trial run: what its metrics mean.
 METRIC_NOTES = (
@@ -250,8 +251,9 @@ class TrialRun:
     run_id: str
 
     @classmethod
-    def start(cls, cfg: DictConfig, knobs: Mapping[str, Any]) -> "TrialRun":
-        """Create the run before launch. `knobs`: the trial's swept/overridden values (dotted keys)."""
+    def start(cls, cfg: DictConfig, knobs: Mapping[str, Any], tags: Mapping[str, str] | None = None) -> "TrialRun":
+        """Create the run before launch. `knobs`: the trial's swept/overridden values (dotted keys);
+        `tags`: extra tags it starts with (e.g. the Slurm job id, so a killed job's run can be found)."""
         uri = tracking_uri(cfg)
         client = client_for(uri)
         parent = cfg.tracking.get("parent_run_id")
@@ -260,6 +262,7 @@ class TrialRun:
         else:
             name = experiment_name(cfg)
             exp_id = ensure_experiment(client, name, artifact_location(cfg, name))
+        extra = tags
         tags = {
             "trial.number": "" if cfg.trial.number is None else str(cfg.trial.number),
             "trial.outcome": "running",
@@ -271,7 +274,7 @@ class TrialRun:
             tags["sweep.study"] = str(cfg.trial.study_name)
         if parent:
             tags["mlflow.parentRunId"] = str(parent)
-        run = client.create_run(exp_id, run_name=str(cfg.trial.name), tags=tags)
+        run = client.create_run(exp_id, run_name=str(cfg.trial.name), tags={**tags, **(extra or {})})
         out = cls(client, uri, run.info.run_id)
         _log_params(client, out.run_id, {k: _param_value(v) for k, v in knobs.items()})
         return out
@@ -331,3 +334,32 @@ class TrialRun:
         for i in range(0, len(batch), 1000):
             self.client.log_batch(self.run_id, metrics=batch[i:i + 1000])
         self.client.log_batch(self.run_id, tags=[RunTag("trial.metrics_source", "verlsweep backfill")])
+
+
+
+def record_slurm_job(uri: str, job_id: str, state: str, outcome: str | None) -> str | None:
+    """Tag the run of the trial that ran as Slurm job `job_id` (found by its `slurm.job_id` tag) with the
+    job's final `slurm.state`; when the scheduler killed the job (`outcome` given), also end the run with
+    that outcome: the job may have died before it could end the run itself. Returns the run id, None if
+    no run carries the tag. Never raises: the outcome still reaches the sweeper."""
+    from mlflow.entities import RunTag
+
+    from verlsweep.common.slurm import JOB_ID_TAG, STATE_TAG
+
+    try:
+        client = client_for(uri)
+        exps = [e.experiment_id for e in client.search_experiments()]
+        runs = client.search_runs(exps, filter_string=f"tags.`{JOB_ID_TAG}` = '{job_id}'", max_results=1) if exps else []
+        if not runs:
+            return None
+        run_id = runs[0].info.run_id
+        tags = [RunTag(STATE_TAG, state)]
+        if outcome is not None:
+            tags += [RunTag("trial.outcome", outcome), RunTag("trial.reason", f"Slurm job {job_id} ended {state}")]
+        client.log_batch(run_id, tags=tags)
+        if outcome is not None:
+            client.set_terminated(run_id, status_for(outcome))
+        return run_id
+    except Exception as exc:
+        log.error("MLflow: could not record Slurm job %s on its run: %s", job_id, exc)
+        return None
