@@ -38,3 +38,18 @@ def empty_mlflow_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def store(empty_mlflow_db: Path, tmp_path: Path) -> str:
     """A fresh sqlite MLflow store for one test."""
     return copy_store(empty_mlflow_db, tmp_path)
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster(tmp_path_factory: pytest.TempPathFactory):
+    """A real single-node Slurm with accounting (tests/slurm_cluster.py), for the whole session."""
+    from tests.slurm_cluster import SlurmCluster, missing
+
+    reason = missing()
+    if reason:
+        pytest.skip(reason)
+    cluster = SlurmCluster(tmp_path_factory.mktemp("slurm"))
+    try:
+        yield cluster.start()
+    finally:
+        cluster.stop()

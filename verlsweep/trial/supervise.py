@@ -171,6 +171,22 @@ def trial_processes(pid: int, pgid: int, mark: str) -> list[psutil.Process]:
     return [p for p in found.values() if _alive(p)]
 
 
+def stop_marked(mark: str, grace_s: float) -> list[int]:
+    """SIGTERM every live process carrying `mark`, `grace_s` to exit, then SIGKILL; returns their pids.
+    For processes started outside a supervised tree (a trial's Ray cluster under srun)."""
+    marked = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.pid != os.getpid() and proc.environ().get(MARK_ENV) == mark and _alive(proc):
+                marked.append(proc)
+        except (psutil.Error, OSError):
+            continue
+    _signal_all(marked, signal.SIGTERM)
+    _signal_all(_wait_gone(marked, grace_s), signal.SIGKILL)
+    _wait_gone(marked, 5)
+    return [p.pid for p in marked]
+
+
 def _alive(proc: psutil.Process) -> bool:
     try:
         return proc.status() != psutil.STATUS_ZOMBIE

@@ -24,6 +24,7 @@ from verlsweep.common.names import (EXCERPT_FILE, FILE_LOGGER_ENV, LOG_FILE, MET
                                      TAIL_FILE, TRIAL_DIR_ENV)
 from verlsweep.common.result import StepReporter, TrialResult
 from verlsweep.trial.runners.base import RunDetails
+from verlsweep.trial import ray_cluster
 from verlsweep.trial.supervise import Supervised, ray_isolation, remove_tree, runtime_env_overrides
 
 
@@ -160,12 +161,26 @@ def process_env(cfg: DictConfig, trial: Trial, own_env: Mapping[str, str], env: 
 
 
 def actor_env_args(trial: Trial, env: Mapping[str, str], argv: list[str], trial_dir: Path) -> list[str]:
-    """With `runner.ray_address`, the trial's own environment (the hardware's and `env.*` variables, the
-    tracker's MLFLOW_* and the file logger's path) as Ray runtime_env overrides for verl's actors, which
-    an existing cluster starts without the driver's environment."""
+    """With `runner.ray_address` or a multi-node trial's cluster (ray_cluster.py), the trial's own environment
+    (the hardware's and `env.*` variables, the tracker's MLFLOW_* and the file logger's path) as Ray
+    runtime_env overrides for verl's actors, which such a cluster starts without the driver's environment."""
     actor_env = {**trial.env, **env}
     actor_env.setdefault(FILE_LOGGER_ENV, str(trial_dir / METRICS_FILE))
     return runtime_env_overrides(actor_env, argv)
+
+
+def multi_node_cluster(cfg: DictConfig, proc_env: dict[str, str], trial_dir: Path) -> ray_cluster.RayCluster | None:
+    """The Ray cluster over the allocation for a multi-node trial inside Slurm; None keeps the private
+    local Ray of a single-node trial."""
+    nnodes = int(cfg.hardware.get("nnodes") or 1)
+    if not ray_cluster.wanted(nnodes, proc_env, cfg.runner.get("ray_address")):
+        return None
+    hosts = ray_cluster.allocation_hosts(proc_env)[:nnodes]
+    cpus = proc_env.get("SLURM_CPUS_PER_TASK")
+    spec = ray_cluster.ClusterSpec(hosts=hosts, devices_per_node=int(cfg.hardware.devices_per_node),
+                                   resource="GPU" if str(cfg.hardware.device) == "cuda" else "NPU",
+                                   cpus_per_node=int(cpus) if cpus else None)
+    return ray_cluster.RayCluster(spec, proc_env, trial_dir)
 
 
 class ProcessRunner:
@@ -185,11 +200,21 @@ class ProcessRunner:
         trial_dir = Path(env.get(TRIAL_DIR_ENV) or os.getcwd()).resolve()
         trial_dir.mkdir(parents=True, exist_ok=True)
         argv, own_env = self.command(cfg, trial)
-        if cfg.runner.get("ray_address"):
-            argv = [*argv, *actor_env_args(trial, env, argv, trial_dir)]
         proc_env, ray_tmp = process_env(cfg, trial, own_env, env, trial_dir)
+        cluster = multi_node_cluster(cfg, proc_env, trial_dir)
+        if cfg.runner.get("ray_address") or cluster is not None:
+            argv = [*argv, *actor_env_args(trial, env, argv, trial_dir)]
         watch = StepWatch(cfg, Path(proc_env[FILE_LOGGER_ENV]), reporter)
-        stopped, detail, leftovers, returncode = self._supervise(cfg, argv, proc_env, trial_dir, ray_tmp, watch)
+        try:
+            if cluster is not None:
+                proc_env["RAY_ADDRESS"] = cluster.start(timeout=limits(cfg.runner).startup_timeout or 600.0)
+            # the cluster's head uses the private Ray temp dir too: removed after the cluster is down
+            stopped, detail, leftovers, returncode = self._supervise(cfg, argv, proc_env, trial_dir,
+                                                                     None if cluster else ray_tmp, watch)
+        finally:
+            if cluster is not None:
+                cluster.stop(limits(cfg.runner).grace_period)
+                remove_tree(ray_tmp)
         watch.drain()   # steps written while the process was exiting still count
 
         verdict = classify.classify(returncode, watch.scanner, steps=watch.step_log.training_steps(),
