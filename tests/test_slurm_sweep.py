@@ -22,7 +22,8 @@ pytestmark = pytest.mark.slow
 SLURM = ["hydra/launcher=slurm", "slurm.gres=null", "slurm.cpus_per_task=1", "slurm.mem_gb=1",
          "hydra.launcher.signal_delay_s=5"]
 ESTIMATE = ["runner=estimate", "hardware=a2_64g", "algorithm=remax", "hydra.sweeper.n_trials=4",
-            "hydra.sweeper.n_jobs=2", "hydra.sweeper.sampler.seed=3", "runner.noise=0.0"]
+            "hydra.sweeper.n_jobs=2", "hydra.sweeper.sampler.seed=3", "runner.noise=0.0",
+            "validate.verl=false"]
 SLURM_ONLY_TAGS = {"slurm.job_id", "slurm.state"}
 
 
@@ -84,7 +85,7 @@ def test_scancel_of_a_running_standin_trial_is_outcome_preempted_rerun_once_and_
     mark = new_mark()
     args = [*tiny_overrides(tiny_model_dir, gsm8k_dir, tmp_path / "out", uri), standin_entrypoint(), *SLURM,
             "trial.steps=4", "+standin.step_seconds=4", "hydra.sweeper.n_trials=2", "hydra.sweeper.n_jobs=2",
-            "hydra.sweeper.study_name=slurm-standin", f"hydra.sweep.dir={sweep_dir}"]
+            "hydra.sweeper.study_name=slurm-standin", f"hydra.sweep.dir={sweep_dir}", "validate.verl=false"]
     env = {**slurm_cluster.client_env(), TEST_MARK: mark}
     env.pop("MLFLOW_TRACKING_URI", None)
     proc = subprocess.Popen([sys.executable, str(REPO / "sweep.py"), "-m", *args], cwd=tmp_path, env=env,

@@ -87,11 +87,11 @@ def test_single_run_has_no_parent_and_goes_to_the_default_experiment(store):
 
 
 def expected_status(outcome: str) -> str:
-    """The issue's rule: a completed trial FINISHED, one we stopped (sweeper prune, trial limits) KILLED,
-    every other outcome FAILED."""
+    """The issue's rule: a completed trial FINISHED, one we or the scheduler stopped (sweeper prune, trial
+    limits, a preempted Slurm job) KILLED, every other outcome FAILED."""
     if outcome == "completed":
         return "FINISHED"
-    return "KILLED" if outcome in ("pruned", "timeout", "hang") else "FAILED"
+    return "KILLED" if outcome in ("pruned", "timeout", "hang", "preempted") else "FAILED"
 
 
 @pytest.mark.parametrize("outcome", OUTCOMES)

@@ -24,13 +24,14 @@ import optuna
 from hydra.core.utils import JobReturn, JobStatus
 from optuna.trial import TrialState
 
+from hydra_plugins.verlsweep_sweeper import _study
 from verlsweep.common.errors import ConfigError
 from verlsweep.common.result import CONSTRAINT_OUTCOMES, TrialResult
 
 CONSTRAINT_KEY = "memory"          # > 0: the trial did not fit (oom) or was predicted not to (infeasible)
 PLACEHOLDER_ATTR = "verlsweep.placeholder"
 NO_RESULT = "no_result"            # a job that returned nothing (dry run)
-RERUN_OUTCOMES = frozenset({"preempted"})   # re-run once (optuna RetryFailedTrialCallback, max_retry=1)
+RERUN_OUTCOMES = frozenset({"preempted"})   # re-run once (_study.rerun_once)
 _EXCERPT_CHARS = 2000
 
 
@@ -160,15 +161,8 @@ def tell(study: optuna.Study, trial: optuna.Trial, ret: JobReturn | None, object
 
     tell_state(study, trial, state=TrialState.FAIL)
     if result.outcome in RERUN_OUTCOMES:
-        rerun_once(study, trial)
+        _study.rerun_once(study, trial)
     return Told(trial.number, result.outcome, TrialState.FAIL, None, result.excerpt)
-
-
-def rerun_once(study: optuna.Study, trial: optuna.Trial) -> None:
-    """Enqueue the failed trial's params again unless it already is a re-run: the retry takes its
-    budget slot (its number lands in the retry's `retry_history`, see _study.budget_trials)."""
-    retry = optuna.storages.RetryFailedTrialCallback(max_retry=1)
-    retry(study, study._storage.get_trial(trial._trial_id))
 
 
 def _tell(study: optuna.Study, trial: optuna.Trial, values: list[float], result: TrialResult,

@@ -189,6 +189,14 @@ def abandon(study: optuna.Study, trials: Iterable[optuna.Trial]) -> None:
                     retry(study, study._storage.get_trial(trial._trial_id))
 
 
+def rerun_once(study: optuna.Study, trial: optuna.Trial) -> None:
+    """A told FAIL trial whose job the scheduler took away (preempted): its params enqueued again unless it
+    already is a re-run; the retry takes its budget slot (`retry_history`, see budget_trials)."""
+    with quiet_optuna():
+        retry = RetryHeartbeatStaleTrialCallback(max_retry=STALE_RETRIES)
+        retry(study, study._storage.get_trial(trial._trial_id))
+
+
 def enqueue(study: optuna.Study, entries: Iterable[dict[str, Any]]) -> int:
     n = 0
     for params in entries:
