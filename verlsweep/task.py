@@ -118,8 +118,9 @@ def preflight_result(cfg: DictConfig) -> TrialResult | None:
 def _start_tracking(cfg: DictConfig) -> TrialRun | None:
     if not cfg.tracking.enabled:
         return None
-    job = slurm.job_id(os.environ)
-    return TrialRun.start(cfg, knobs.knobs(cfg, knobs.job_overrides()), tags={slurm.JOB_ID_TAG: job} if job else None)
+    job = slurm.job_id(os.environ)       # lets the sweeper end the run of a job Slurm killed
+    return TrialRun.start(cfg, knobs.knobs(cfg, knobs.job_overrides()),
+                          extra_tags={slurm.JOB_ID_TAG: job} if job else None)
 
 
 def _start_monitor(cfg: DictConfig, trial: Trial, tracked: TrialRun | None, runner: Any) -> TrialMonitor | None:

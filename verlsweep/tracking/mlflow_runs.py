@@ -251,9 +251,9 @@ class TrialRun:
     run_id: str
 
     @classmethod
-    def start(cls, cfg: DictConfig, knobs: Mapping[str, Any], tags: Mapping[str, str] | None = None) -> "TrialRun":
+    def start(cls, cfg: DictConfig, knobs: Mapping[str, Any], extra_tags: Mapping[str, str] | None = None) -> "TrialRun":
         """Create the run before launch. `knobs`: the trial's swept/overridden values (dotted keys);
-        `tags`: extra tags it starts with (e.g. the Slurm job id, so a killed job's run can be found)."""
+        `extra_tags`: tags it starts with (the Slurm job id, so a killed job's run can be found)."""
         uri = tracking_uri(cfg)
         client = client_for(uri)
         parent = cfg.tracking.get("parent_run_id")
@@ -262,7 +262,6 @@ class TrialRun:
         else:
             name = experiment_name(cfg)
             exp_id = ensure_experiment(client, name, artifact_location(cfg, name))
-        extra = tags
         tags = {
             "trial.number": "" if cfg.trial.number is None else str(cfg.trial.number),
             "trial.outcome": "running",
@@ -274,7 +273,7 @@ class TrialRun:
             tags["sweep.study"] = str(cfg.trial.study_name)
         if parent:
             tags["mlflow.parentRunId"] = str(parent)
-        run = client.create_run(exp_id, run_name=str(cfg.trial.name), tags={**tags, **(extra or {})})
+        run = client.create_run(exp_id, run_name=str(cfg.trial.name), tags={**tags, **(extra_tags or {})})
         out = cls(client, uri, run.info.run_id)
         _log_params(client, out.run_id, {k: _param_value(v) for k, v in knobs.items()})
         return out
