@@ -169,7 +169,8 @@ def test_missing_model_is_an_error_in_a_real_run(monkeypatch, tmp_path):
     monkeypatch.setenv("VERLSWEEP_MODEL_ROOT", str(tmp_path))
     with pytest.raises(ConfigError) as err:
         build_trial(compose_config([]))
-    assert any(p.key == "verl.actor_rollout_ref.model.path" for p in err.value.problems)
+    [missing] = [p for p in err.value.problems if p.key == "model.path"]
+    assert str(missing) == f"not found: model.path={tmp_path}/Qwen3-8B (set VERLSWEEP_MODEL_ROOT or paths.model_root)"
 
 
 def one_line(text: object, limit: int = 400) -> str:

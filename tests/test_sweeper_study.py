@@ -170,16 +170,36 @@ def test_reopening_a_study_with_other_directions_is_refused(sqlite_url):
                           {"_target_": "optuna.pruners.NopPruner"}, 1, 1, SearchSpace(dict(SPACE)))
 
 
-def test_default_study_name_joins_sweep_hardware_model_algorithm_and_hashes_other_overrides():
+def test_default_study_name_joins_sweep_hardware_model_algorithm_and_hashes_space_and_fixed_overrides():
     cfg = OmegaConf.create({"hydra": {"runtime": {"choices": {"sweep": "rollout_memory", "hardware": "a2_64g",
                                                               "model": "qwen3_8b", "algorithm": "grpo"}}}})
     space = SearchSpace(distributions={"verl.a": CategoricalDistribution([1, 2])})
-    assert _study.default_study_name(cfg, space, ["hardware=a2_64g", "trial.steps=3"]) == \
-        "rollout_memory.a2_64g.qwen3_8b.grpo"
-    hashed = _study.default_study_name(cfg, space, ["verl.data.train_batch_size=128"])
-    assert hashed.startswith("rollout_memory.a2_64g.qwen3_8b.grpo.") and len(hashed.rsplit(".", 1)[1]) == 8
+    name = _study.default_study_name(cfg, space)
+    base, digest = name.rsplit(".", 1)
+    assert base == "rollout_memory.a2_64g.qwen3_8b.grpo" and len(digest) == 8
+    # overrides that do not change what a trial measures keep the name
+    neutral = SearchSpace(distributions=dict(space.distributions), fixed={"hardware": "a2_64g", "trial.steps": "3"})
+    assert _study.default_study_name(cfg, neutral) == name
+    # another fixed override, another space: another study
+    batch = SearchSpace(distributions=dict(space.distributions), fixed={"verl.data.train_batch_size": "128"})
+    wider = SearchSpace(distributions={"verl.a": CategoricalDistribution([1, 2, 3])})
+    assert len({name, _study.default_study_name(cfg, batch), _study.default_study_name(cfg, wider)}) == 3
     swept = SearchSpace(distributions={"algorithm": CategoricalDistribution(["grpo", "remax"])})
-    assert _study.default_study_name(cfg, swept, []) == "rollout_memory.a2_64g.qwen3_8b.x"
+    assert _study.default_study_name(cfg, swept).startswith("rollout_memory.a2_64g.qwen3_8b.x.")
+
+
+def test_a_study_keeps_its_search_space_and_refuses_another_under_the_same_name(sqlite_url):
+    def open_with(space):
+        return _study.open_study(sqlite_url, "s", ["maximize"], optuna.samplers.RandomSampler(),
+                                 {"_target_": "optuna.pruners.NopPruner"}, 1, 1, space)
+
+    first = SearchSpace(dict(SPACE))
+    study, _ = open_with(first)
+    stored = study.user_attrs[_study.SPACE_ATTR]
+    with pytest.raises(_study.SearchSpaceError, match="it was created with x=interval"):
+        open_with(SearchSpace({"x": FloatDistribution(0.0, 2.0), "k": SPACE["k"]}))
+    again, _ = open_with(SearchSpace(dict(SPACE), fixed={"verl.data.train_batch_size": "64"}))
+    assert again.user_attrs[_study.SPACE_ATTR] == stored        # never overwritten
 
 
 # --- the trial's reporter -----------------------------------------------------------------------

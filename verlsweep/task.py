@@ -9,17 +9,17 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Collection
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from verlsweep import plan, study_link
 from verlsweep.command import knobs
 from verlsweep.command.compose import Trial, build_trial
 from verlsweep.common.names import COMMAND_JSON, COMMAND_SH, EXCERPT_FILE, FILE_LOGGER_ENV, METRICS_FILE, TRIAL_DIR_ENV
-from verlsweep.common.errors import ConfigError
+from verlsweep.common.errors import ConfigError, MissingPath, Problem
 from verlsweep.common.result import TrialResult
 from verlsweep.common import slurm
 from verlsweep.trial.runners import RunDetails, get_runner
@@ -36,13 +36,52 @@ def output_dir() -> Path:
 
 
 def dry_run(cfg: DictConfig) -> None:
-    """Print the trial as bash and write command.json; launch nothing."""
+    """Print the trial as bash and write command.json, with the planner's verdict; launch nothing."""
     trial = build_trial(cfg, require_paths=False)
     for warning in trial.warnings:
         log.warning("dry run: %s", warning)
     path = trial.write(output_dir())
-    sys.stdout.write(f"# verlsweep dry run: {path}\n{trial.to_bash()}")
+    sys.stdout.write(f"# verlsweep dry run: {path}\n# planner: {_verdict_line(cfg)}\n{trial.to_bash()}")
     sys.stdout.flush()
+
+
+def _verdict_line(cfg: DictConfig) -> str:
+    try:
+        verdict = plan.plan_cfg(cfg)
+    except plan.NotPlannable as exc:
+        return f"no prediction ({exc})"
+    blocked = " - a real run would not launch it (plan.enforce)" if plan.blocks_launch(cfg, verdict) else ""
+    return verdict.summary() + blocked
+
+
+def hardware_name_warning(cfg: DictConfig, choice: str | None) -> str | None:
+    """A hardware file copied to a new name whose `name:` still says the original: every run of
+    it would be tagged, named and planned as the other machine."""
+    name = OmegaConf.select(cfg, "hardware.name", default=None)
+    if not choice or not name or choice == name or choice == "auto":
+        return None
+    return (f"hardware={choice} but its file says hardware.name: {name} (a copied hardware file? set "
+            f"name: {choice} in it; runs are named and tagged by hardware.name)")
+
+
+def check_fixed(cfg: DictConfig, varied: Collection[str], dry: bool) -> list[Problem]:
+    """What every trial of a sweep would fail on, found once before the study: the composed
+    config's problems outside the keys the search space varies. When it varies a config group, whose
+    options set keys of their own, only the missing paths no varied group or root sets are sure."""
+    groups = {g for g in varied if "." not in g}
+    try:
+        runner = get_runner(str(cfg.runner.name))
+        build_trial(cfg, require_paths=getattr(runner, "needs_files", True) and not dry)
+    except ConfigError as exc:
+        problems = exc.problems
+    else:
+        return []
+
+    def sure(p: Problem) -> bool:
+        if isinstance(p, MissingPath):
+            return p.key not in varied and not any(v == g or v.startswith(g + ".") for v in varied for g in p.groups)
+        return not groups and p.key not in varied
+    return [p for p in problems if sure(p)]
 
 
 def run(cfg: DictConfig) -> Any:
@@ -52,6 +91,9 @@ def run(cfg: DictConfig) -> Any:
     exits 2 on bad input (nothing tracked) and 1 when the trial did not complete; in a multirun
     every failure is an outcome returned to the sweeper and tracked like any trial.
     """
+    choice = HydraConfig.get().runtime.choices.get("hardware")
+    if (warning := hardware_name_warning(cfg, choice)) is not None:
+        log.warning(warning)
     if cfg.dry_run:
         dry_run(cfg)
         return None

@@ -9,8 +9,10 @@ sweep, constraints, pruning through the task.
 """
 from __future__ import annotations
 
+import copy
 import logging
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any, List, Optional, Sequence
@@ -24,7 +26,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from hydra_plugins.verlsweep_sweeper import _outputs, _results, _space, _study, _tracking
 from hydra_plugins.verlsweep_sweeper._space import SearchSpaceError
-from verlsweep.common.errors import Problem
+from verlsweep.common.errors import ConfigError, Problem
 from verlsweep.command.overrides import format_value
 from verlsweep.common.result import TrialResult
 from verlsweep.study_link import absolute_storage_url
@@ -34,6 +36,21 @@ log = logging.getLogger(__name__)
 
 class SweepStopped(RuntimeError):
     """max_consecutive_failures reached; the outputs so far are written."""
+
+
+class FixedConfigError(ConfigError):
+    """The part of the config no param varies is invalid: every trial would fail the same way."""
+
+    def __init__(self, problems: list[Problem]):
+        super().__init__(problems)
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        self.args = (f"every trial of this sweep would fail ({len(self.problems)} problem(s) in the part of the "
+                     f"config no param varies), no study or trial started:\n{lines}",)
+
+
+def _full_error() -> bool:
+    """Hydra's own switch for full tracebacks (hydra/_internal/utils.py run_and_report)."""
+    return os.environ.get("HYDRA_FULL_ERROR") == "1"
 
 
 class VerlSweepImpl(Sweeper):
@@ -75,14 +92,42 @@ class VerlSweepImpl(Sweeper):
         self.sweep_dir = Path(str(config.hydra.sweep.dir))
 
     def sweep(self, arguments: List[str]) -> None:
+        """Errors of the user's input end the sweep with their message alone, exit 2; a sweep that ran
+        and stopped, exit 1 (as a single run of sweep.py does). HYDRA_FULL_ERROR=1 keeps the traceback."""
+        try:
+            self._sweep(arguments)
+        except (SearchSpaceError, ConfigError, SweepStopped) as exc:
+            if _full_error():
+                raise
+            sys.stdout.flush()
+            sys.stderr.write(f"verlsweep: {exc}\n")
+            sys.stderr.flush()
+            raise SystemExit(1 if isinstance(exc, SweepStopped) else 2) from None
+
+    def _sweep(self, arguments: List[str]) -> None:
         assert self.config is not None and self.hydra_context is not None and self.launcher is not None
         started = time.monotonic()
-        space, directions = self._prepare(arguments)
+        space, directions, params_fixed = self._prepare(arguments)
         self._space = space
         dry_run = bool(OmegaConf.select(self.config, "dry_run", default=False))
-        study, raw_storage, url, n_trials = self._open(space, directions, arguments, dry_run)
-        name = study.study_name
+        cwd = Path(str(OmegaConf.select(self.config, "hydra.runtime.cwd", default=".")))
+        # a dry run composes commands only: an in-memory study, so nothing counts towards n_trials
+        url = None if dry_run or not self.storage else absolute_storage_url(str(self.storage), cwd)
+        name = self.study_name or _study.default_study_name(self.config, space)
+        sampler = _study.build_sampler(self.sampler_cfg, space)
+        n_trials = self.n_trials
+        if isinstance(sampler, optuna.samplers.GridSampler):
+            n_trials = min(n_trials, space.size() or n_trials)
+        done = _study.load_complete(url, name, n_trials)
+        if done is not None:  # nothing to run: no launch, no parent run, no outputs
+            sys.stdout.write(_outputs.complete_message(done, n_trials, self.objectives, space.value) + "\n")
+            sys.stdout.flush()
+            return
+        self._check_fixed(space, params_fixed, dry_run)
+        study, raw_storage = self._open(space, directions, url, name, sampler, n_trials, dry_run)
         self.sweep_dir.mkdir(parents=True, exist_ok=True)
+        if url:
+            study.set_user_attr(_outputs.SWEEP_DIR_ATTR, str(self.sweep_dir.resolve()))
         OmegaConf.save(self.config, self.sweep_dir / "multirun.yaml")
         parent = None if dry_run else _tracking.start_parent_run(
             self.config, name, space.describe(), sampler=type(study.sampler).__name__,
@@ -109,17 +154,9 @@ class VerlSweepImpl(Sweeper):
 
     # --- preparation ----------------------------------------------------------------------------------
 
-    def _open(self, space: _space.SearchSpace, directions: list[str], arguments: List[str],
-              dry_run: bool) -> tuple[optuna.Study, Any, str | None, int]:
-        """The study (created, resumed or joined), its raw storage, URL and trial budget."""
-        n_trials = self.n_trials
-        sampler = _study.build_sampler(self.sampler_cfg, space)
-        if isinstance(sampler, optuna.samplers.GridSampler):
-            n_trials = min(n_trials, space.size() or n_trials)
-        cwd = Path(str(OmegaConf.select(self.config, "hydra.runtime.cwd", default=".")))
-        # a dry run composes commands only: an in-memory study, so nothing counts towards n_trials
-        url = None if dry_run or not self.storage else absolute_storage_url(str(self.storage), cwd)
-        name = self.study_name or _study.default_study_name(self.config, space, arguments)
+    def _open(self, space: _space.SearchSpace, directions: list[str], url: str | None, name: str,
+              sampler: optuna.samplers.BaseSampler, n_trials: int, dry_run: bool) -> tuple[optuna.Study, Any]:
+        """The study (created, resumed or joined) and its raw storage, with the enqueued configs."""
         study, raw_storage = _study.open_study(url, name, directions, sampler, _study.pruner_spec(self.pruner_cfg),
                                                self.heartbeat_interval, self.grace_period, space)
         existing = len(study.get_trials(deepcopy=False))
@@ -133,10 +170,24 @@ class VerlSweepImpl(Sweeper):
                  type(study.sampler).__name__, type(study.pruner).__name__, n_trials, existing, self.n_jobs, queued)
         for pname, dist in space.distributions.items():
             log.info("  %s: %s", pname, _space.describe(dist))
-        return study, raw_storage, url, n_trials
+        return study, raw_storage
 
-    def _prepare(self, arguments: List[str]) -> tuple[_space.SearchSpace, list[str]]:
-        """Everything that can be wrong with the sweep, found before a study or trial exists."""
+    def _check_fixed(self, space: _space.SearchSpace, params_fixed: list[str], dry_run: bool) -> None:
+        """The config every trial shares (the command line and the params' plain values), checked once
+        as a trial would be: a missing model or data dir stops the sweep here, not in each trial."""
+        from verlsweep import task
+
+        cfg = (self.hydra_context.config_loader.load_sweep_config(self.config, params_fixed) if params_fixed
+               else copy.deepcopy(self.config))
+        with read_write(cfg), open_dict(cfg):
+            del cfg["hydra"]          # the task's view, as Hydra's run_job hands it to the task
+        problems = task.check_fixed(cfg, [n.lstrip("+~") for n in space.distributions], dry_run)
+        if problems:
+            raise FixedConfigError(problems)
+
+    def _prepare(self, arguments: List[str]) -> tuple[_space.SearchSpace, list[str], list[str]]:
+        """Everything that can be wrong with the sweep, found before a study or trial exists. Returns
+        the space, the directions and the params' plain values the command line does not set."""
         problems: list[Problem] = []
         if self.n_trials < 1:
             problems.append(Problem("hydra.sweeper.n_trials", self.n_trials, "a positive integer"))
@@ -145,14 +196,17 @@ class VerlSweepImpl(Sweeper):
         directions, _ = _study.directions_and_objectives(self.direction, self.objectives)
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
         params = OmegaConf.to_container(self.params, resolve=True) if self.params else {}
-        space = _space.parse([f"{k}={v}" for k, v in params.items()] + list(arguments), parser)
+        lines = [f"{k}={v}" for k, v in params.items()]
+        space = _space.parse(lines + list(arguments), parser)
         if not space.distributions:
             problems.append(Problem(_space.PARAMS_KEY, space.fixed or None,
                                     "at least one swept param (choice/range/interval), e.g. sweep=rollout_memory"))
         problems += _space.check(space, self.config, self._group_options)
         if problems:
             raise SearchSpaceError(problems)
-        return space, directions
+        given = {a.split("=", 1)[0] for a in arguments}
+        params_fixed = [f"{k}={v}" for k, v in space.fixed.items() if k in params and k not in given]
+        return space, directions, params_fixed
 
     def _group_options(self, key: str) -> list[str]:
         try:

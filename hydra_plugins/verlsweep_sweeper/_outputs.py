@@ -20,11 +20,12 @@ import yaml
 from optuna.trial import FrozenTrial, TrialState
 
 from hydra_plugins.verlsweep_sweeper._results import PLACEHOLDER_ATTR
-from hydra_plugins.verlsweep_sweeper._study import OVER_BUDGET_ATTR
+from hydra_plugins.verlsweep_sweeper._study import OVER_BUDGET_ATTR, budget_trials
 
 log = logging.getLogger(__name__)
 
 OVERRIDES_ATTR = "overrides"      # user attr: the overrides the trial's job ran with
+SWEEP_DIR_ATTR = "verlsweep.sweep_dir"   # study user attr: the last sweep dir that wrote its outputs
 TRIALS_CSV = "trials.csv"
 BEST_YAML = "best.yaml"
 BEST_LAUNCH = "best_launch.sh"
@@ -173,6 +174,25 @@ def short(name: str, names: list[str]) -> str:
         if sum(1 for other in names if other.endswith(suffix)) == 1:
             return suffix
     return name
+
+
+def complete_message(study: optuna.Study, n_trials: int, objectives: list[str],
+                     shown: Callable[[str, Any], Any]) -> str:
+    """One line for a re-run of a finished study: what it found, and how to go on."""
+    used = len([t for t in budget_trials(study.get_trials(deepcopy=False)) if t.state != TrialState.WAITING])
+    best = best_trials(study)
+    if best:
+        b = best[0]
+        values = ", ".join(f"{n}={v:.4g}" for n, v in zip(objectives, b.values))
+        names = list(b.params)
+        knobs = ", ".join(f"{short(k, names)}={shown(k, v)}" for k, v in b.params.items())
+        found = f"best trial {b.number}: {values} ({knobs})"
+    else:
+        found = "no feasible trial"
+    where = study.user_attrs.get(SWEEP_DIR_ATTR)
+    tail = f"\nresults: {Path(where) / BEST_YAML}" if where else ""
+    return (f"study {study.study_name} complete: {used}/{n_trials} trials, {found}; "
+            f"raise hydra.sweeper.n_trials to continue{tail}")
 
 
 def summary(study: optuna.Study, objectives: list[str], param_names: list[str], best: list[FrozenTrial],

@@ -32,7 +32,8 @@ from optuna.distributions import (
 )
 
 from verlsweep.common.errors import Problem
-from verlsweep.command.overrides import format_value
+from verlsweep.command.overrides import flatten, format_value
+from verlsweep.command.suggest import did_you_mean
 
 PARAMS_KEY = "hydra.sweeper.params"
 # Values of a discrete param checked one by one against our rules; beyond this only the endpoints.
@@ -250,20 +251,26 @@ def check(space: SearchSpace, config: DictConfig, group_options: Any) -> list[Pr
         options = group_options(key)
         dist = space.distributions.get(name)
         if options:
-            if isinstance(dist, CategoricalDistribution):
-                unknown = [c for c in dist.choices if str(c) not in options]
-                if unknown:
-                    problems.append(Problem(pkey, unknown[0], f"an option of group '{key}': {', '.join(sorted(options))}"))
+            values = dist.choices if isinstance(dist, CategoricalDistribution) else (
+                [space.fixed[name]] if name in space.fixed else [])
+            for unknown in [c for c in values if str(c) not in options]:
+                problems.append(Problem(pkey, unknown, f"an option of group '{key}': {', '.join(sorted(options))}"
+                                                       f"{did_you_mean(str(unknown), options)}"))
             continue
         if name.startswith(("+", "~")):
             continue  # adds or deletes a key on purpose: Hydra checks it when composing the trial
         if key.startswith("verl."):
             known = _verl_key_ok(key[len("verl."):])
             if known is False:
-                problems.append(Problem(pkey, None, "a key of verl 0.9.1's ppo_trainer config (misspelt?)"))
+                from verlsweep.command.verl_schema import leaf_keys
+
+                hint = did_you_mean(key[len("verl."):], leaf_keys(), "verl.")
+                problems.append(Problem(pkey, None, f"a key of verl 0.9.1's ppo_trainer config{hint}"))
                 continue
         elif not _has_key(config, key):
-            problems.append(Problem(pkey, None, "an existing config key or config group (add '+' to add a new key)"))
+            ours = flatten({k: v for k, v in OmegaConf.to_container(config, resolve=False).items() if k != "hydra"})
+            problems.append(Problem(pkey, None, "an existing config key or config group (add '+' to add a new key)"
+                                                f"{did_you_mean(key, ours)}"))
             continue
         if dist is not None:
             probes[name] = _probe_values(dist, space.decimals.get(name))

@@ -11,9 +11,11 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib
+import json
 import logging
 import threading
 import warnings
+from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 import optuna
@@ -21,7 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.trial import FrozenTrial, TrialState
 
-from hydra_plugins.verlsweep_sweeper._space import SearchSpace, SearchSpaceError
+from hydra_plugins.verlsweep_sweeper._space import SearchSpace, SearchSpaceError, describe
 from verlsweep.common.errors import Problem
 from verlsweep.study_link import PRUNER_ATTR, open_storage
 
@@ -59,9 +61,22 @@ def directions_and_objectives(direction: Any, objectives: Iterable[str]) -> tupl
     return dirs, objs
 
 
-def default_study_name(config: DictConfig, space: SearchSpace, arguments: list[str]) -> str:
-    """<sweep>.<hardware>.<model>.<algorithm>, a swept group shown as `x`, plus a hash of the other
-    fixed command-line overrides (a different batch size is a different study, not a resume)."""
+def _name_neutral(key: str) -> bool:
+    return key.lstrip("+~").startswith(_NAME_NEUTRAL)
+
+
+def signature(space: SearchSpace) -> dict[str, dict[str, str]]:
+    """What makes two sweeps the same search: the swept params and the fixed overrides that change
+    what a trial measures. Stored with the study; its hash is part of the default name."""
+    return {"params": {name: describe(dist) for name, dist in sorted(space.distributions.items())},
+            "fixed": {name: value for name, value in sorted(space.fixed.items())
+                      if not _name_neutral(name) and name not in space.distributions}}
+
+
+def default_study_name(config: DictConfig, space: SearchSpace) -> str:
+    """<sweep>.<hardware>.<model>.<algorithm>.<hash>: a swept group shown as `x`, the hash of the
+    search space and the fixed overrides (signature), so another space or another batch size is
+    another study, never a resume of this one."""
     choices = OmegaConf.select(config, "hydra.runtime.choices", default={}) or {}
     swept = {name.lstrip("+~") for name in space.distributions}
 
@@ -72,12 +87,8 @@ def default_study_name(config: DictConfig, space: SearchSpace, arguments: list[s
 
     name = ".".join([part("sweep", "sweep.name"), part("hardware", "hardware.name"),
                      part("model", "model.name"), part("algorithm", "algorithm.name")])
-    fixed = sorted(a for a in arguments
-                   if "=" in a and not a.lstrip("+~").split("=", 1)[0].startswith(_NAME_NEUTRAL)
-                   and a.lstrip("+~").split("=", 1)[0] not in swept)
-    if fixed:
-        name += "." + hashlib.sha1("\n".join(fixed).encode()).hexdigest()[:8]
-    return name
+    digest = hashlib.sha1(json.dumps(signature(space), sort_keys=True).encode()).hexdigest()[:8]
+    return f"{name}.{digest}"
 
 
 def _locate(target: str, package: str) -> type:
@@ -130,13 +141,39 @@ def open_study(url: str | None, name: str, directions: list[str], sampler: optun
         raise SearchSpaceError([Problem("hydra.sweeper.direction", directions,
                                         f"the directions study {name!r} was created with: {existing} "
                                         f"(or another hydra.sweeper.study_name)")])
+    stored = study.user_attrs.get(SPACE_ATTR)
+    wanted = signature(space)
+    if isinstance(stored, dict) and set(stored) == {"params", "fixed"}:
+        before, now = stored["params"], wanted["params"]
+        if before != now:
+            # joining would mix two searches in one model; the stored space stays as it was
+            changed = sorted(k for k in {*before, *now} if before.get(k) != now.get(k))
+            raise SearchSpaceError([Problem("hydra.sweeper.study_name", name, (
+                "a study of this search space; it was created with "
+                + ", ".join(f"{k}={before.get(k, '(not swept)')}" for k in changed)
+                + ": sweep the same params or pick another hydra.sweeper.study_name"))])
+        if stored["fixed"] != wanted["fixed"]:
+            log.warning("study %s: its earlier trials ran with other fixed overrides: %s", name, stored["fixed"])
     study.set_user_attr(PRUNER_ATTR, pruner)
-    described = space.describe()
-    before = study.user_attrs.get(SPACE_ATTR)
-    if before is not None and before != described:
-        log.warning("study %s was run with another search space before: %s", name, before)
-    study.set_user_attr(SPACE_ATTR, described)
+    if stored is None:
+        study.set_user_attr(SPACE_ATTR, wanted)
     return study, raw
+
+
+def load_complete(url: str | None, name: str, n_trials: int) -> optuna.Study | None:
+    """The stored study `name` when all its n_trials are done, else None. Creates no storage file and
+    no study: a sweep with nothing left to run leaves nothing behind."""
+    if url is None:
+        return None
+    if url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).is_file():
+        return None
+    try:
+        with quiet_optuna():
+            study = optuna.load_study(study_name=name, storage=open_storage(url),
+                                      sampler=optuna.samplers.RandomSampler())
+    except KeyError:                  # no such study yet
+        return None
+    return study if complete(study, n_trials) else None
 
 
 # --- budget --------------------------------------------------------------------------------------
@@ -158,6 +195,13 @@ def remaining(study: optuna.Study, n_trials: int) -> int:
     trials = study.get_trials(deepcopy=False)
     used = sum(1 for t in budget_trials(trials) if t.state != TrialState.WAITING)
     return max(0, n_trials - used)
+
+
+def complete(study: optuna.Study, n_trials: int) -> bool:
+    """Every one of the n_trials slots is used and no trial is running or waiting to run."""
+    trials = study.get_trials(deepcopy=False)
+    return remaining(study, n_trials) == 0 and not any(
+        t.state in (TrialState.RUNNING, TrialState.WAITING) for t in budget_trials(trials))
 
 
 def over_budget(study: optuna.Study, number: int, n_trials: int) -> bool:

@@ -5,25 +5,31 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from verlsweep.common.errors import Problem
+from verlsweep.common.errors import MissingPath
 
 
 def _get(cfg: DictConfig, key: str) -> object:
     return OmegaConf.select(cfg, key, default=None)
 
 
-def check_paths(cfg: DictConfig) -> list[Problem]:
-    """Model and data paths the trial will read (an error in a real run, a warning in a dry run)."""
-    problems: list[Problem] = []
+def check_paths(cfg: DictConfig) -> list[MissingPath]:
+    """Model and data paths the trial will read (an error in a real run, a warning in a dry run).
+
+    Each names the key the user sets: `model.path` while verl's model path is still the model
+    group's, else the verl key that was overridden."""
+    problems: list[MissingPath] = []
     for key in ("verl.actor_rollout_ref.model.path", "verl.critic.model.path"):
         path = _get(cfg, key)
         if key.startswith("verl.critic") and not _get(cfg, "verl.critic.enable"):
             continue
         if path and not Path(str(path)).expanduser().is_dir():
-            problems.append(Problem(key, path, "an existing HF model directory (set VERLSWEEP_MODEL_ROOT or paths.model_root)"))
+            shown = "model.path" if str(path) == str(_get(cfg, "model.path")) else key
+            problems.append(MissingPath(shown, path, "set VERLSWEEP_MODEL_ROOT or paths.model_root",
+                                        rule="an HF model directory", groups=("model", "paths")))
     for key in ("verl.data.train_files", "verl.data.val_files"):
         files = _get(cfg, key)
         for f in files if isinstance(files, (list, tuple)) or OmegaConf.is_list(files) else [files]:
             if f and not Path(str(f)).expanduser().is_file():
-                problems.append(Problem(key, f, "an existing parquet file (set VERLSWEEP_DATA_ROOT or paths.data_root)"))
+                problems.append(MissingPath(key, f, "set VERLSWEEP_DATA_ROOT or paths.data_root",
+                                            rule="a parquet file", groups=("data", "paths")))
     return problems

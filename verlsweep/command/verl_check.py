@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import difflib
 import importlib
 import io
 import logging
@@ -22,18 +21,13 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from verlsweep.command.overrides import flatten
+from verlsweep.command.suggest import did_you_mean
 from verlsweep.common.errors import Problem
 
 log = logging.getLogger(__name__)
 
 _OVERRIDE_KEY = re.compile(r"(?:Could not override|Could not append to config\. An item is already at|"
                            r"Could not delete from config\. The value of) '([^']+)'")
-
-
-def _suggest(key: str, verl_keys: list[str]) -> str:
-    close = difflib.get_close_matches(key, verl_keys, n=3, cutoff=0.8)
-    return f"; did you mean {', '.join('verl.' + c for c in close)}?" if close else ""
 
 
 def _composition_problem(exc: Exception, overrides: list[str]) -> Problem:
@@ -45,8 +39,8 @@ def _composition_problem(exc: Exception, overrides: list[str]) -> Problem:
         return Problem("verl", None, f"overrides verl's Hydra accepts (verl: {text.strip()})", rule="verl compose")
     key = match.group(1).lstrip("+~")
     value = next((o.split("=", 1)[1] for o in overrides if o.lstrip("+~").split("=", 1)[0] == key), None)
-    verl_keys = list(flatten(OmegaConf.to_container(verl_schema.defaults(), resolve=False)))
-    return Problem(f"verl.{key}", value, f"not a key of verl 0.9.1's ppo_trainer config{_suggest(key, verl_keys)}",
+    return Problem(f"verl.{key}", value,
+                   f"not a key of verl 0.9.1's ppo_trainer config{did_you_mean(key, verl_schema.leaf_keys(), 'verl.')}",
                    rule="verl compose")
 
 

@@ -51,6 +51,14 @@ def defaults() -> DictConfig:
     return cfg
 
 
+@lru_cache(maxsize=1)
+def leaf_keys() -> tuple[str, ...]:
+    """Every dotted key of verl's default config (what a misspelt key is matched against)."""
+    from verlsweep.command.overrides import flatten
+
+    return tuple(flatten(OmegaConf.to_container(defaults(), resolve=False)))
+
+
 def has_key(path: str) -> bool:
     """Whether `path` (dotted) exists in verl's composed default config."""
     node = defaults()

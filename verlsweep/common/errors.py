@@ -19,6 +19,17 @@ class Problem:
         return f"{self.key}={self.value!r}: {self.allowed}{rule}"
 
 
+@dataclass(frozen=True)
+class MissingPath(Problem):
+    """A file or directory a trial reads is not there; `groups` are the config groups (and roots)
+    whose choice sets it, so a sweep that varies one of them knows the path varies too."""
+
+    groups: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        return f"not found: {self.key}={self.value} ({self.allowed})"
+
+
 class ConfigError(ValueError):
     """The composed trial is invalid; nothing was launched."""
 

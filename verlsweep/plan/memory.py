@@ -88,8 +88,15 @@ class Check:
         parts = fmt(self.parts)
         if self.trainer:
             parts += f"; trainer = {fmt(self.trainer)}"
+        # the consequence only where it is predicted; a fitting check states how much is left
+        if self.status == "ok":
+            verdict = f"fits, {self.headroom:.1f} GiB to spare beyond the margin"
+        elif self.status == "tight":
+            verdict = f"fits only inside the {self.margin:.1f} GiB margin; any more: {MEANING[self.name]}"
+        else:
+            verdict = MEANING[self.name]
         return (f"{self.name}: need {self.need:.1f} GiB of {self.limit:.1f} (margin {self.margin:.1f}; "
-                f"headroom {self.headroom:+.1f}) [{parts}] - {MEANING[self.name]}")
+                f"headroom {self.headroom:+.1f}) [{parts}] - {verdict}")
 
 
 @dataclass
