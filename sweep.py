@@ -3,12 +3,15 @@
     python sweep.py hardware=a2_64g algorithm=remax model=qwen3_8b dry_run=true
     python sweep.py -m hardware=a2_64g algorithm=remax model=qwen3_8b
 """
+import os
+import sys
 from typing import Any
 
 import hydra
 from omegaconf import DictConfig
 
-from verlsweep import task
+from verlsweep import CONF_DIR, task
+from verlsweep.command import argv as cli_args
 from verlsweep.command import config_store
 from verlsweep.common.errors import ConfigError
 
@@ -25,5 +28,18 @@ def main(cfg: DictConfig) -> Any:
         task.exit_on_config_error(exc)
 
 
+def check_argv() -> None:
+    """Before Hydra: a misspelt group option gets a "did you mean" (exit 2, as other input errors);
+    another sweeper runs without our search space. HYDRA_FULL_ERROR=1 leaves both to Hydra."""
+    if os.environ.get("HYDRA_FULL_ERROR") == "1":
+        return
+    typos = cli_args.group_typos(sys.argv[1:], CONF_DIR)
+    if typos:
+        sys.stderr.write("".join(f"verlsweep: {t}\n" for t in typos))
+        raise SystemExit(2)
+    sys.argv[1:] = cli_args.for_other_sweeper(sys.argv[1:])
+
+
 if __name__ == "__main__":
+    check_argv()
     main()

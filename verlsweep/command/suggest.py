@@ -9,9 +9,10 @@ def close_matches(word: str, candidates: Iterable[str], n: int = 3) -> list[str]
     """The candidates closest to `word`, best first; case differences count as close (a2_64G)."""
     pool = list(candidates)
     by_lower = {c.lower(): c for c in pool}
-    exact = [by_lower[word.lower()]] if word.lower() in by_lower and word not in pool else []
+    if word.lower() in by_lower and word not in pool:
+        return [by_lower[word.lower()]]           # only the case differs: that is the one
     close = difflib.get_close_matches(word.lower().replace("-", "_"), list(by_lower), n=n, cutoff=0.75)
-    return list(dict.fromkeys(exact + [by_lower[c] for c in close]))[:n]
+    return [by_lower[c] for c in close]
 
 
 def did_you_mean(word: str, candidates: Iterable[str], prefix: str = "") -> str:

@@ -1,0 +1,56 @@
+"""`python sweep.py` arguments read before Hydra composes anything: group choices checked against
+the config tree (with a "did you mean"), and the search-space group left out for another sweeper.
+
+Hydra reports an unknown option only as its list of options (hydra/_internal/config_loader_impl.py
+MissingConfigException); a near miss such as `hardware=a2_64G` deserves the closest name beside it.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from verlsweep.command.suggest import did_you_mean
+
+SWEEP_GROUP = "sweep"            # the search space: configures our sweeper (hydra.sweeper.*) only
+OUR_SWEEPER = "verlsweep"
+_CHOICE = re.compile(r"^[+~]*([A-Za-z_][\w/]*)=(.*)$")
+# the config tree is not only conf/: options may come from elsewhere, which this check cannot see
+_OTHER_SOURCES = ("hydra.searchpath", "--config-dir", "-cd", "--config-path", "-cp")
+
+
+def group_options(conf_dir: Path) -> dict[str, list[str]]:
+    """Config group -> its options, from the files of the config tree (hydra/ groups excluded)."""
+    return {g.name: sorted(p.stem for p in g.glob("*.yaml"))
+            for g in sorted(conf_dir.iterdir()) if g.is_dir() and g.name != "hydra"}
+
+
+def group_typos(argv: list[str], conf_dir: Path) -> list[str]:
+    """One message per group choice on the command line that names no option of its group."""
+    if any(a.startswith(_OTHER_SOURCES) for a in argv):
+        return []
+    groups = group_options(conf_dir)
+    out = []
+    for arg in argv:
+        match = _CHOICE.match(arg)
+        if not match or match.group(1) not in groups or arg.startswith("~"):
+            continue
+        group, value = match.groups()
+        if "(" in value:          # choice(...)/range(...): the sweeper checks sweeps, naming the param
+            continue
+        options = groups[group]
+        for option in (v.strip() for v in value.split(",")):
+            if option and option not in options and option != "null":
+                out.append(f"{group}={option}: not an option of group {group}{did_you_mean(option, options)}\n"
+                           f"  options: {', '.join(options)}")
+    return out
+
+
+def for_other_sweeper(argv: list[str]) -> list[str]:
+    """argv with `~sweep` added when it picks another sweeper (e.g. hydra/sweeper=basic) and no search
+    space: the `sweep` group's files set our sweeper's keys, which Hydra's BasicSweeperConf rejects."""
+    sweeper = next((m.group(2) for a in argv if (m := _CHOICE.match(a)) and m.group(1) == "hydra/sweeper"), None)
+    if sweeper in (None, OUR_SWEEPER):
+        return argv
+    if any(re.match(rf"^[+~]*{SWEEP_GROUP}(@|=|$)", a) for a in argv):
+        return argv
+    return [*argv, f"~{SWEEP_GROUP}"]
