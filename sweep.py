@@ -16,6 +16,7 @@ from verlsweep.command import config_store
 from verlsweep.common.errors import ConfigError
 
 config_store.register()
+cli_args.register_resolvers()
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="sweep")

@@ -154,16 +154,33 @@ class Outputs:
         return best
 
     def _write_launch(self, trial: FrozenTrial, study_name: str) -> None:
-        header = (f"#!/usr/bin/env bash\n# verlsweep: the long run with the knobs of trial {trial.number} of study "
-                  f"{study_name}\n# {', '.join(f'{k}={v}' for k, v in _params(trial, self.shown).items())}\n"
-                  "set -euo pipefail\n")
+        # its own experiment name, stable per (study, trial): a re-run resumes its checkpoints
+        experiment = f"{study_name}-trial{trial.number}"
         try:
-            body = self.compose_launch(launch_overrides(trial))
+            body = self.compose_launch([*launch_overrides(trial), f"trial.name={experiment}"])
         except Exception as exc:  # noqa: BLE001 - outputs must not end the sweep
             log.warning("best_launch.sh: could not compose trial %d's overrides: %s", trial.number, exc)
             body = f"echo 'verlsweep could not compose this command: {str(exc)[:500]!r}' >&2\nexit 1\n"
-        _write(self.dir / BEST_LAUNCH, header + body, mode=0o755)
+        _write(self.dir / BEST_LAUNCH, launch_header(trial, study_name, self.objectives, self.shown, experiment)
+               + body, mode=0o755)
         self._launch_for = trial.number
+
+
+def launch_header(trial: FrozenTrial, study_name: str, objectives: list[str], shown: Callable[[str, Any], Any],
+                  experiment: str) -> str:
+    """Where the script's knobs and value come from, and how it resumes."""
+    backend = trial.user_attrs.get("backend") or "unknown"
+    values = ", ".join(f"{n}={v:.4g}" for n, v in zip(objectives, trial.values or []))
+    how = ("predicted, not measured (runner=estimate: the planner's numbers; run it on the device to know)"
+           if backend == "estimate" else f"measured by runner={backend}")
+    when = trial.datetime_complete.strftime("%Y-%m-%d %H:%M") if trial.datetime_complete else "unknown"
+    return ("#!/usr/bin/env bash\n"
+            f"# verlsweep: the long run with the knobs of trial {trial.number} of study {study_name}\n"
+            f"# {values}: {how}; trial finished {when}\n"
+            f"# {', '.join(f'{k}={v}' for k, v in _params(trial, shown).items())}\n"
+            f"# experiment {experiment}: checkpoints every save_freq steps; re-running this script resumes from "
+            "the latest (trainer.resume_mode=auto)\n"
+            "set -euo pipefail\n")
 
 
 def short(name: str, names: list[str]) -> str:

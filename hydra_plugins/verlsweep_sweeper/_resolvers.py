@@ -20,5 +20,8 @@ def tp_choices(*, _root_: Any) -> str:
 
 
 def register() -> None:
+    from verlsweep.command import argv
+
     # replace=True: Hydra's plugin scan may execute this module more than once in a process
     OmegaConf.register_new_resolver(TP_CHOICES, tp_choices, replace=True)
+    argv.register_resolvers()    # `python sweep.py --help` lists the groups through it

@@ -131,10 +131,13 @@ class LongRunConfig:
     # steps of the seed recipe's reported run (run_qwen3_8b_remax_fsdp_npu.sh: 60 steps;
     # docs/ascend.md, Seed recipe)
     steps: int = 60
-    # a trial switches checkpoints and validation off; the long run wants them back (verl's example
-    # scripts use save_freq=20, test_freq=5, e.g. examples/grpo_trainer/run_qwen3_8b_fsdp.sh)
+    # a trial switches checkpoints, validation and resume off; the long run wants them back (verl's
+    # example scripts use save_freq=20, test_freq=5, e.g. examples/grpo_trainer/run_qwen3_8b_fsdp.sh;
+    # resume_mode=auto is verl's own default: it resumes from the latest checkpoint of the same
+    # experiment_name, and the script names its own)
     overrides: List[str] = field(
-        default_factory=lambda: ["verl.trainer.save_freq=20", "verl.trainer.test_freq=5"]
+        default_factory=lambda: ["verl.trainer.save_freq=20", "verl.trainer.test_freq=5",
+                                 "verl.trainer.resume_mode=auto"]
     )
 
 

@@ -54,3 +54,24 @@ def for_other_sweeper(argv: list[str]) -> list[str]:
     if any(re.match(rf"^[+~]*{SWEEP_GROUP}(@|=|$)", a) for a in argv):
         return argv
     return [*argv, f"~{SWEEP_GROUP}"]
+
+
+# Groups a user never picks: `device` is included by each hardware file (conf/device/).
+INTERNAL_GROUPS = ("device",)
+HELP_GROUPS = "verlsweep.help_groups"
+
+
+def help_groups() -> str:
+    """The config groups a user picks from, one line each (`python sweep.py --help`)."""
+    from verlsweep import CONF_DIR
+
+    groups = {g: o for g, o in group_options(CONF_DIR).items() if g not in INTERNAL_GROUPS}
+    width = max(map(len, groups), default=0)
+    return "\n".join(f"  {g:<{width}}  {', '.join(o)}" for g, o in groups.items())
+
+
+def register_resolvers() -> None:
+    from omegaconf import OmegaConf
+
+    # replace=True: Hydra's plugin scan and sweep.py may both register it in one process
+    OmegaConf.register_new_resolver(HELP_GROUPS, help_groups, replace=True)

@@ -34,8 +34,13 @@ def _ints(text: str) -> list[int]:
 
 
 def _table_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m verlsweep.plan [table]",
-                                description="Predicted HBM per phase and tokens/s over util x TP x offload.")
+    p = argparse.ArgumentParser(
+        prog="python -m verlsweep.plan [table]", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Predicted HBM per phase and tokens/s over util x TP x offload.",
+        epilog="other commands (each with its own --help):\n"
+               "  python -m verlsweep.plan detect --name NAME   write conf/hardware/NAME.yaml for this node's devices\n"
+               "  python -m verlsweep.plan refit --tracking-uri URI --experiment NAME --out cal.yaml\n"
+               "                                                fit the planner's constants to measured trials")
     p.add_argument("overrides", nargs="*", help="sweep overrides, e.g. hardware=a2_64g model=qwen3_8b algorithm=remax")
     p.add_argument("--util", type=_floats, default=None, help="gpu_memory_utilization values, comma separated")
     p.add_argument("--tp", type=_ints, default=None, help="rollout TP sizes (default: every valid one)")
@@ -83,7 +88,9 @@ def cmd_detect(argv: list[str]) -> int:
     src = p.add_mutually_exclusive_group()
     src.add_argument("--from-npu-smi", type=Path, metavar="FILE", help="recorded `npu-smi info` output")
     src.add_argument("--torch", action="store_true", help="ask torch.npu / torch.cuda instead of npu-smi")
-    p.add_argument("--host-memory-gb", type=float, help="host RAM per node (default: this machine's)")
+    p.add_argument("--host-memory-gb", type=float,
+                   help="host RAM per node (default: this machine's; with --from-npu-smi the recorded node's: "
+                        "required unless `free -g` output is recorded beside FILE as free.txt)")
     p.add_argument("--nnodes", type=int, default=1)
     for key in ("bf16-tflops", "hbm-bandwidth-gbs", "host-link-gbs"):
         p.add_argument(f"--{key}", type=float, help="needed when the chip is not in KNOWN_CHIPS")
@@ -92,8 +99,8 @@ def cmd_detect(argv: list[str]) -> int:
     args = p.parse_args(argv)
     overrides = {"bf16_tflops": args.bf16_tflops, "hbm_bandwidth_gbs": args.hbm_bandwidth_gbs,
                  "host_link_gbs": args.host_link_gbs}
-    host = args.host_memory_gb if args.host_memory_gb is not None else detect.host_memory_gb()
     try:
+        host, host_note = _host_memory(args, detect)
         if args.torch:
             import torch
 
@@ -106,7 +113,10 @@ def cmd_detect(argv: list[str]) -> int:
             text = args.from_npu_smi.read_text() if args.from_npu_smi else detect.run_npu_smi()
             profile = detect.profile_from_devices(detect.parse_npu_smi(text), name=args.name,
                                                   host_memory_gb=host, overrides=overrides)
-        profile = dataclasses.replace(profile, nnodes=args.nnodes)
+        perf_notes = [f"{k}: " + ("given on the command line" if v is not None else
+                                  f"assumed from verlsweep.plan.detect.KNOWN_CHIPS[{profile.chip!r}]")
+                      for k, v in overrides.items()]
+        profile = dataclasses.replace(profile, nnodes=args.nnodes, notes=[*profile.notes, host_note, *perf_notes])
         path = detect.write_profile(profile, args.conf_dir, force=args.force)
     except detect.DetectError as exc:
         print(f"verlsweep.plan detect: {exc}", file=sys.stderr)
@@ -114,6 +124,23 @@ def cmd_detect(argv: list[str]) -> int:
     print(f"wrote {path}: {profile.devices_per_node} x {profile.chip}, {profile.hbm_total_gb:.1f} GiB "
           f"({profile.idle_reserved_gb:.2f} reserved); use hardware={profile.name}")
     return 0
+
+
+def _host_memory(args: argparse.Namespace, detect) -> tuple[float, str]:
+    """Host RAM of the node the profile describes, and where that number came from. A recorded
+    npu-smi file describes another machine: this one's RAM would be wrong there."""
+    if args.host_memory_gb is not None:
+        return args.host_memory_gb, f"host_memory_gb: {args.host_memory_gb:g} given on the command line"
+    if args.from_npu_smi is None:
+        return detect.host_memory_gb(), "host_memory_gb: measured on this machine (psutil)"
+    recorded = detect.recorded_host_memory_gb(args.from_npu_smi)
+    if recorded is None:
+        raise detect.DetectError(
+            f"{args.from_npu_smi} was recorded on another node, whose host RAM it does not show: pass "
+            f"--host-memory-gb N (the `Mem:` total of `free -g` there), or record `free -g > "
+            f"{args.from_npu_smi.with_name(detect.FREE_FILE)}` beside it")
+    gb, path = recorded
+    return gb, f"host_memory_gb: {gb:g} from recorded `free -g` output {path.name}"
 
 
 def cmd_refit(argv: list[str]) -> int:

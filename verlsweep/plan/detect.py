@@ -143,8 +143,9 @@ def profile_from_devices(devices: list[Device], *, name: str, host_memory_gb: fl
     total_gb = devices[0].hbm_total_mb * MIB / GIB
     # the least-used device is the best view of the idle reservation (others may run jobs)
     idle_gb = min(d.hbm_used_mb for d in devices) * MIB / GIB
-    notes = [f"from npu-smi: {len(devices)} devices of {chip}, {devices[0].hbm_total_mb:.0f} MB each, "
-             f"least used {idle_gb * 1024:.0f} MB"]
+    notes = [f"measured by npu-smi: {len(devices)} devices of {chip}, {devices[0].hbm_total_mb:.0f} MB each, "
+             f"least used {idle_gb * 1024:.0f} MB",
+             "hbm_usable_gb: assumed HBM total minus the idle reservation (npu-smi does not show torch's capacity)"]
     if idle_gb > 0.1 * total_gb:
         notes.append("every device was busy: idle_reserved_gb includes other processes' memory")
     perf = _chip_numbers(chip, overrides or {})
@@ -177,7 +178,7 @@ def profile_from_torch(torch_mod: Any, *, name: str, host_memory_gb: float,
         # torch's total is already net of the driver's share; what this process sees in use is the rest
         hbm_total_gb=usable_gb, hbm_usable_gb=usable_gb, idle_reserved_gb=(total - free) / GIB,
         host_memory_gb=host_memory_gb,
-        notes=[f"from torch.{kind}: {count} x {chip}, mem_get_info free {free / GIB:.2f} / total {usable_gb:.2f} GiB"],
+        notes=[f"measured by torch.{kind}: {count} x {chip}, mem_get_info free {free / GIB:.2f} / total {usable_gb:.2f} GiB"],
         **perf,
     )
 
@@ -204,6 +205,30 @@ def run_npu_smi() -> str:
     return subprocess.run([exe, "info"], check=True, capture_output=True, text=True, timeout=60).stdout
 
 
+FREE_FILE = "free.txt"     # `free -g` recorded beside a `npu-smi info` file, on the same node
+_FREE_MEM_ROW = re.compile(r"^Mem:\s+(\d+(?:\.\d+)?)")
+
+
+def parse_free_g(text: str) -> float | None:
+    """The `Mem:` total of `free -g` output (GiB), or None."""
+    for line in text.splitlines():
+        match = _FREE_MEM_ROW.match(line.strip())
+        if match:
+            return float(match.group(1))
+    return None
+
+
+def recorded_host_memory_gb(npu_smi_file: Path) -> tuple[float, Path] | None:
+    """Host RAM from `free -g` output recorded beside an npu-smi file (free.txt), with its path."""
+    path = npu_smi_file.with_name(FREE_FILE)
+    if not path.is_file():
+        return None
+    gb = parse_free_g(path.read_text())
+    if gb is None:
+        raise DetectError(f"{path}: no `Mem:` row; record it with `free -g > {FREE_FILE}`")
+    return gb, path
+
+
 def host_memory_gb() -> float:
     import psutil
 
@@ -222,8 +247,6 @@ def write_profile(profile: Profile, conf_dir: Path, *, force: bool = False) -> P
     description = f"{profile.devices_per_node}x {profile.chip}, detected by `python -m verlsweep.plan detect`"
     header = ["# @package _global_", f"# {description}."]
     header += [f"# {n}" for n in profile.notes]
-    header.append("# bf16_tflops / hbm_bandwidth_gbs / host_link_gbs: verlsweep.plan.detect.KNOWN_CHIPS or the "
-                  "command line; host_memory_gb: the machine detect ran on (or --host-memory-gb).")
     body = {"defaults": [{"/device": profile.device}], "hardware": profile.hardware_node(description)}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(header) + "\n" + yaml.safe_dump(body, sort_keys=False))
