@@ -263,3 +263,23 @@ def test_detect_from_a_recorded_file_needs_the_recorded_nodes_host_memory(tmp_pa
     assert given.returncode == 0, given.stderr
     assert yaml.safe_load((tmp_path / "conf" / "hardware" / "lab_a2.yaml").read_text())["hardware"][
         "host_memory_gb"] == 768
+
+
+# --- install ----------------------------------------------------------------------------------------
+
+
+def test_the_readmes_cpu_install_takes_torch_from_pytorchs_cpu_index():
+    lines = [line.strip() for line in (REPO / "README.md").read_text().splitlines()]
+    (torch_line,) = [line for line in lines if line.startswith("pip install torch==")]
+    assert torch_line.endswith("--index-url https://download.pytorch.org/whl/cpu")
+
+
+@pytest.mark.slow
+def test_building_the_package_gives_no_license_deprecation_warning(tmp_path):
+    src = tmp_path / "src"        # a copy: setuptools writes build/ and *.egg-info beside the sources
+    shutil.copytree(REPO, src, symlinks=True, ignore=shutil.ignore_patterns(".git", "*.egg-info", "__pycache__",
+                                                                           "outputs", "*.db", "mlruns", "venv"))
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w",
+                           str(tmp_path / "dist"), str(src)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "project.license" not in proc.stdout + proc.stderr

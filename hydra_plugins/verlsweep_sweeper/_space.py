@@ -251,8 +251,8 @@ def check(space: SearchSpace, config: DictConfig, group_options: Any) -> list[Pr
         options = group_options(key)
         dist = space.distributions.get(name)
         if options:
-            values = dist.choices if isinstance(dist, CategoricalDistribution) else (
-                [space.fixed[name]] if name in space.fixed else [])
+            # a fixed choice was composed by Hydra already (which also sees hydra.searchpath)
+            values = dist.choices if isinstance(dist, CategoricalDistribution) else []
             for unknown in [c for c in values if str(c) not in options]:
                 problems.append(Problem(pkey, unknown, f"an option of group '{key}': {', '.join(sorted(options))}"
                                                        f"{did_you_mean(str(unknown), options)}"))
