@@ -3,7 +3,6 @@
     python sweep.py hardware=a2_64g algorithm=remax model=qwen3_8b dry_run=true
     python sweep.py -m hardware=a2_64g algorithm=remax model=qwen3_8b
 """
-import os
 import sys
 from typing import Any
 
@@ -13,7 +12,7 @@ from omegaconf import DictConfig
 from verlsweep import CONF_DIR, task
 from verlsweep.command import argv as cli_args
 from verlsweep.command import config_store
-from verlsweep.common.errors import ConfigError
+from verlsweep.common.errors import ConfigError, full_traceback_wanted
 
 config_store.register()
 cli_args.register_resolvers()
@@ -24,15 +23,15 @@ def main(cfg: DictConfig) -> Any:
     try:
         return task.run(cfg)
     except ConfigError as exc:
-        if task.is_multirun():
-            raise  # the sweeper records it as this trial's config_error outcome
+        if task.is_multirun() or full_traceback_wanted():
+            raise  # the sweeper records it as this trial's config_error outcome; or Hydra prints it all
         task.exit_on_config_error(exc)
 
 
 def check_argv() -> None:
     """Before Hydra: a misspelt group option gets a "did you mean" (exit 2, as other input errors);
     another sweeper runs without our search space. HYDRA_FULL_ERROR=1 leaves both to Hydra."""
-    if os.environ.get("HYDRA_FULL_ERROR") == "1":
+    if full_traceback_wanted():
         return
     typos = cli_args.group_typos(sys.argv[1:], CONF_DIR)
     if typos:

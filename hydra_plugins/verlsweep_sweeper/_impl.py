@@ -26,7 +26,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from hydra_plugins.verlsweep_sweeper import _outputs, _results, _space, _study, _tracking
 from hydra_plugins.verlsweep_sweeper._space import SearchSpaceError
-from verlsweep.common.errors import ConfigError, Problem
+from verlsweep.common.errors import ConfigError, Problem, full_traceback_wanted
 from verlsweep.command.overrides import format_value
 from verlsweep.common.result import TrialResult
 from verlsweep.study_link import absolute_storage_url
@@ -46,11 +46,6 @@ class FixedConfigError(ConfigError):
         lines = "\n".join(f"  - {p}" for p in self.problems)
         self.args = (f"every trial of this sweep would fail ({len(self.problems)} problem(s) in the part of the "
                      f"config no param varies), no study or trial started:\n{lines}",)
-
-
-def _full_error() -> bool:
-    """Hydra's own switch for full tracebacks (hydra/_internal/utils.py run_and_report)."""
-    return os.environ.get("HYDRA_FULL_ERROR") == "1"
 
 
 class VerlSweepImpl(Sweeper):
@@ -97,7 +92,7 @@ class VerlSweepImpl(Sweeper):
         try:
             self._sweep(arguments)
         except (SearchSpaceError, ConfigError, SweepStopped) as exc:
-            if _full_error():
+            if full_traceback_wanted():
                 raise
             sys.stdout.flush()
             sys.stderr.write(f"verlsweep: {exc}\n")
@@ -118,7 +113,7 @@ class VerlSweepImpl(Sweeper):
         n_trials = self.n_trials
         if isinstance(sampler, optuna.samplers.GridSampler):
             n_trials = min(n_trials, space.size() or n_trials)
-        done = _study.load_complete(url, name, n_trials)
+        done = _study.load_complete(url, name, n_trials, space)
         if done is not None:  # nothing to run: no launch, no parent run, no outputs
             sys.stdout.write(_outputs.complete_message(done, n_trials, self.objectives, space.value) + "\n")
             sys.stdout.flush()

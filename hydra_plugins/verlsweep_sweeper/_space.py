@@ -46,7 +46,8 @@ class SearchSpaceError(ValueError):
     def __init__(self, problems: list[Problem]):
         self.problems = list(problems)
         lines = "\n".join(f"  - {p}" for p in self.problems)
-        super().__init__(f"invalid search space ({PARAMS_KEY} / sweep overrides), no trial started:\n{lines}")
+        super().__init__(f"invalid sweep ({PARAMS_KEY}, hydra.sweeper.* or sweep overrides), nothing "
+                         f"started:\n{lines}")
 
 
 @dataclass

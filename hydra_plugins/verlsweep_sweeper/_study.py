@@ -160,9 +160,9 @@ def open_study(url: str | None, name: str, directions: list[str], sampler: optun
     return study, raw
 
 
-def load_complete(url: str | None, name: str, n_trials: int) -> optuna.Study | None:
-    """The stored study `name` when all its n_trials are done, else None. Creates no storage file and
-    no study: a sweep with nothing left to run leaves nothing behind."""
+def load_complete(url: str | None, name: str, n_trials: int, space: SearchSpace) -> optuna.Study | None:
+    """The stored study `name` of this search space when all its n_trials are done, else None.
+    Creates no storage file and no study: a sweep with nothing left to run leaves nothing behind."""
     if url is None:
         return None
     if url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).is_file():
@@ -173,6 +173,9 @@ def load_complete(url: str | None, name: str, n_trials: int) -> optuna.Study | N
                                       sampler=optuna.samplers.RandomSampler())
     except KeyError:                  # no such study yet
         return None
+    stored = study.user_attrs.get(SPACE_ATTR)
+    if not isinstance(stored, dict) or stored.get("params") != signature(space)["params"]:
+        return None                   # another search: open_study says why it cannot be joined
     return study if complete(study, n_trials) else None
 
 

@@ -1,6 +1,7 @@
 """Errors raised before anything launches."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,3 +38,9 @@ class ConfigError(ValueError):
         self.problems = list(problems)
         lines = "\n".join(f"  - {p}" for p in self.problems)
         super().__init__(f"invalid trial config ({len(self.problems)} problem(s)), nothing launched:\n{lines}")
+
+
+def full_traceback_wanted() -> bool:
+    """Hydra's switch for full tracebacks (hydra/_internal/utils.py run_and_report): with it, input
+    errors are raised as they are instead of being printed as messages."""
+    return os.environ.get("HYDRA_FULL_ERROR") == "1"
