@@ -35,8 +35,8 @@ def group_typos(argv: list[str], conf_dir: Path) -> list[str]:
         if not match or match.group(1) not in groups or arg.startswith("~"):
             continue
         group, value = match.groups()
-        if "(" in value:          # choice(...)/range(...): the sweeper checks sweeps, naming the param
-            continue
+        if "(" in value or "$" in value or value[:1] in "'\"":
+            continue              # sweeps (the sweeper names the param), interpolations, quoting: Hydra's
         options = groups[group]
         for option in (v.strip() for v in value.split(",")):
             if option and option not in options and option != "null":

@@ -3,7 +3,7 @@
     python -m verlsweep.plan hardware=a2_64g model=qwen3_8b algorithm=remax      # table (default)
     python -m verlsweep.plan table hardware=a3_64g model=qwen3_32b --util 0.5,0.7 --all
     python -m verlsweep.plan detect --name my_a2                                 # runs npu-smi here
-    python -m verlsweep.plan detect --from-npu-smi npu_smi.txt --name my_a2
+    python -m verlsweep.plan detect --from-npu-smi npu_smi.txt --host-memory-gb 1024 --name my_a2
     python -m verlsweep.plan detect --torch --name my_gpu
     python -m verlsweep.plan refit --tracking-uri sqlite:///mlflow.db --experiment my_study --out cal.yaml
 
