@@ -200,8 +200,9 @@ def _chip_numbers(chip: str, overrides: dict[str, float]) -> dict[str, float]:
 def run_npu_smi() -> str:
     exe = shutil.which("npu-smi")
     if exe is None:
-        raise DetectError("npu-smi is not on PATH; on another machine record `npu-smi info > npu_smi.txt` "
-                          "and pass --from-npu-smi npu_smi.txt, or use --torch on the accelerator node")
+        raise DetectError("npu-smi is not on PATH; on the accelerator node record `npu-smi info > npu_smi.txt` "
+                          f"and `free -g > {FREE_FILE}` side by side and pass --from-npu-smi npu_smi.txt, or "
+                          "run detect there (--torch for torch's view)")
     return subprocess.run([exe, "info"], check=True, capture_output=True, text=True, timeout=60).stdout
 
 
