@@ -33,9 +33,12 @@ def check_argv() -> None:
     another sweeper runs without our search space. HYDRA_FULL_ERROR=1 leaves both to Hydra."""
     if full_traceback_wanted():
         return
-    typos = cli_args.group_typos(sys.argv[1:], CONF_DIR)
-    if typos:
-        sys.stderr.write("".join(f"verlsweep: {t}\n" for t in typos))
+    problems = cli_args.group_typos(sys.argv[1:], CONF_DIR)
+    conflict = cli_args.sweeper_conflict(sys.argv[1:])
+    if conflict:
+        problems.append(conflict)
+    if problems:
+        sys.stderr.write("".join(f"verlsweep: {p}\n" for p in problems))
         raise SystemExit(2)
     sys.argv[1:] = cli_args.for_other_sweeper(sys.argv[1:])
 

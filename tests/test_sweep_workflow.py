@@ -206,6 +206,13 @@ def test_hydras_basic_sweeper_runs_the_cartesian_product_and_dry_runs_show_the_p
     assert ok and all("GiB to spare" in v and "OOM" not in v for v in ok)
 
 
+def test_a_search_space_asked_of_hydras_basic_sweeper_is_refused_with_a_message(tmp_path):
+    proc = run_sweep(tmp_path, ["hydra/sweeper=basic", "sweep=smoke", "dry_run=true", f"paths.output_root={tmp_path}"],
+                     new_mark(), multirun=True, timeout=120)
+    assert proc.returncode == 2
+    assert "hydra/sweeper=basic cannot run it: drop sweep=" in proc.stderr and "Traceback" not in proc.stderr
+
+
 def test_help_shows_our_groups_and_three_commands(tmp_path):
     proc = subprocess.run([sys.executable, str(REPO / "sweep.py"), "--help"], cwd=tmp_path, capture_output=True,
                           text=True, timeout=120)

@@ -45,15 +45,31 @@ def group_typos(argv: list[str], conf_dir: Path) -> list[str]:
     return out
 
 
+def _other_sweeper(argv: list[str]) -> str | None:
+    sweeper = next((m.group(2) for a in argv if (m := _CHOICE.match(a)) and m.group(1) == "hydra/sweeper"), None)
+    return None if sweeper in (None, OUR_SWEEPER) else sweeper
+
+
+def _picks_space(argv: list[str]) -> bool:
+    return any(re.match(rf"^[+]*{SWEEP_GROUP}(@|=)", a) for a in argv)
+
+
 def for_other_sweeper(argv: list[str]) -> list[str]:
     """argv with `~sweep` added when it picks another sweeper (e.g. hydra/sweeper=basic) and no search
     space: the `sweep` group's files set our sweeper's keys, which Hydra's BasicSweeperConf rejects."""
-    sweeper = next((m.group(2) for a in argv if (m := _CHOICE.match(a)) and m.group(1) == "hydra/sweeper"), None)
-    if sweeper in (None, OUR_SWEEPER):
-        return argv
-    if any(re.match(rf"^[+~]*{SWEEP_GROUP}(@|=|$)", a) for a in argv):
+    if _other_sweeper(argv) is None or _picks_space(argv) or any(a.startswith(f"~{SWEEP_GROUP}") for a in argv):
         return argv
     return [*argv, f"~{SWEEP_GROUP}"]
+
+
+def sweeper_conflict(argv: list[str]) -> str | None:
+    """A search space asked of another sweeper: it could only fail inside Hydra's config checks."""
+    other = _other_sweeper(argv)
+    if other is None or not _picks_space(argv):
+        return None
+    return (f"{SWEEP_GROUP}=... is a search space of the {OUR_SWEEPER} sweeper, hydra/sweeper={other} cannot run "
+            f"it: drop {SWEEP_GROUP}=... (Hydra's sweepers take comma lists, e.g. algorithm=remax,grpo) or "
+            f"hydra/sweeper={other}")
 
 
 # Groups a user never picks: `device` is included by each hardware file (conf/device/).
