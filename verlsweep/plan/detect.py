@@ -178,7 +178,8 @@ def profile_from_torch(torch_mod: Any, *, name: str, host_memory_gb: float,
         # torch's total is already net of the driver's share; what this process sees in use is the rest
         hbm_total_gb=usable_gb, hbm_usable_gb=usable_gb, idle_reserved_gb=(total - free) / GIB,
         host_memory_gb=host_memory_gb,
-        notes=[f"measured by torch.{kind}: {count} x {chip}, mem_get_info free {free / GIB:.2f} / total {usable_gb:.2f} GiB"],
+        notes=[f"measured by torch.{kind}: {count} x {chip}, mem_get_info free {free / GIB:.2f} / total "
+               f"{usable_gb:.2f} GiB"],
         **perf,
     )
 
