@@ -161,22 +161,23 @@ def test_the_margin_separates_tight_from_infeasible():
     assert no_margin.status == "infeasible"
 
 
-def test_preflight_has_no_opinion_on_what_it_does_not_model():
-    assert preflight(compose_config([f"{ROLLOUT}.name=sglang"])) is None
-    assert preflight(compose_config([f"{ACTOR}.strategy=megatron"])) is None
+def test_preflight_has_no_memory_opinion_on_what_it_does_not_model():
+    assert preflight(compose_config([f"{ROLLOUT}.name=sglang"])).memory is None
+    assert preflight(compose_config([f"{ACTOR}.strategy=megatron"])).memory is None
 
 
 def test_an_infeasible_verdict_blocks_the_launch_only_under_plan_enforce():
     bad = [f"{ACTOR}.fsdp_config.param_offload=false", f"{ACTOR}.fsdp_config.optimizer_offload=false",
            f"{ROLLOUT}.gpu_memory_utilization=0.95"]
-    enforced = compose_config(bad)
-    relaxed = compose_config([*bad, "plan.enforce=false"])
+    enough_cpus = "hardware.cpus=64"          # the Ray CPU check has its own tests (test_ray_demand.py)
+    enforced = compose_config([*bad, enough_cpus])
+    relaxed = compose_config([*bad, enough_cpus, "plan.enforce=false"])
     verdict = preflight(enforced)
-    assert verdict is not None and not verdict.feasible and verdict.binding == "vllm_start"
+    assert not verdict.feasible and verdict.memory.binding == "vllm_start"
     assert "gpu_memory_utilization" in verdict.reason
     assert blocks_launch(enforced, verdict)
     assert not blocks_launch(relaxed, preflight(relaxed))
-    assert not blocks_launch(compose_config([]), preflight(compose_config([])))
+    assert not blocks_launch(compose_config([enough_cpus]), preflight(compose_config([enough_cpus])))
 
 
 def test_responses_longer_than_the_limit_are_clipped():

@@ -57,7 +57,7 @@ def test_a_trial_the_planner_predicts_infeasible_is_tracked_and_never_launched(t
     proc = run_sweep(tmp_path, [*tiny_overrides(tiny_model_dir, gsm8k_dir, tmp_path / "out", uri),
                                 standin_entrypoint(), "plan.enforce=true",
                                 "verl.actor_rollout_ref.rollout.gpu_memory_utilization=0.99"], mark)
-    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert proc.returncode == 2, proc.stderr[-3000:]                   # refused before launch
     assert "trial infeasible" in proc.stdout and "vllm_start" in proc.stdout
     client = MlflowClient(uri)
     [run] = [r for r in client.search_runs([e.experiment_id for e in client.search_experiments()])]

@@ -16,6 +16,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from verlsweep import plan, study_link
+from verlsweep.plan import ray_demand
 from verlsweep.command import knobs
 from verlsweep.command.compose import Trial, build_trial
 from verlsweep.common.names import COMMAND_JSON, COMMAND_SH, EXCERPT_FILE, FILE_LOGGER_ENV, METRICS_FILE, TRIAL_DIR_ENV
@@ -41,7 +42,9 @@ def dry_run(cfg: DictConfig) -> None:
     for warning in trial.warnings:
         log.warning("dry run: %s", warning)
     path = trial.write(output_dir())
-    sys.stdout.write(f"# verlsweep dry run: {path}\n# planner: {_verdict_line(cfg)}\n{trial.to_bash()}")
+    runs_here = _runs_here(get_runner(str(cfg.runner.name)))
+    sys.stdout.write(f"# verlsweep dry run: {path}\n# planner: {_verdict_line(cfg)}\n{_cpu_line(cfg, runs_here)}"
+                     f"{trial.to_bash()}")
     sys.stdout.flush()
 
 
@@ -52,6 +55,16 @@ def _verdict_line(cfg: DictConfig) -> str:
         return f"no prediction ({exc})"
     blocked = " - a real run would not launch it (plan.enforce)" if plan.blocks_launch(cfg, verdict) else ""
     return verdict.summary() + blocked
+
+
+def _cpu_line(cfg: DictConfig, runs_here: bool) -> str:
+    """The planner's Ray CPU check as a comment line ('' when the CPUs are unknown)."""
+    check = ray_demand.check(cfg, local=runs_here)
+    if check is None:
+        return ""
+    blocked = not check.ok and plan.blocks_launch(cfg, plan.Preflight(None, check))
+    return (f"# planner Ray CPUs: {'ok' if check.ok else 'infeasible'}: {check.message()}"
+            + (" - a real run would not launch it (plan.enforce)" if blocked else "") + "\n")
 
 
 def hardware_name_warning(cfg: DictConfig, choice: str | None) -> str | None:
@@ -88,8 +101,9 @@ def run(cfg: DictConfig) -> Any:
     """Entry of sweep.py. Returns the trial's TrialResult to the sweeper (None for a dry run).
 
     compose -> reporter -> MLflow child run -> preflight -> runner -> finish the run. A single run
-    exits 2 on bad input (nothing tracked) and 1 when the trial did not complete; in a multirun
-    every failure is an outcome returned to the sweeper and tracked like any trial.
+    exits 2 on bad input (nothing tracked) or when the planner refuses it before launch (tracked as
+    `infeasible`), and 1 when the trial did not complete; in a multirun every failure is an outcome
+    returned to the sweeper and tracked like any trial.
     """
     choice = HydraConfig.get().runtime.choices.get("hardware")
     if (warning := hardware_name_warning(cfg, choice)) is not None:
@@ -112,9 +126,10 @@ def run(cfg: DictConfig) -> Any:
     reporter = study_link.reporter_for(cfg)
     tracked = _start_tracking(cfg)
     _write_command(trial, out)
-    result, details, peak = None, None, None
+    result, details, peak, refused = None, None, None, False
     try:
-        result = preflight_result(cfg)
+        result = preflight_result(cfg, runner)
+        refused = result is not None
         if result is None:
             monitor = _start_monitor(cfg, trial, tracked, runner)
             try:
@@ -139,20 +154,31 @@ def run(cfg: DictConfig) -> Any:
     if tracked is not None:
         result.run_id = tracked.run_id
     _finish(cfg, tracked, result, details, out, device_peak=peak)
+    if refused and not multirun:
+        _report(result, out, multirun=True)
+        sys.stderr.write(f"verlsweep: the planner refused the trial before launch (plan.enforce=false launches "
+                         f"it anyway):\n{result.excerpt}\n")
+        raise SystemExit(2)
     return _report(result, out, multirun)
 
 
-def preflight_result(cfg: DictConfig) -> TrialResult | None:
-    """The planner's verdict before launch: predicted infeasible under `plan.enforce` becomes the
-    trial's outcome `infeasible` (a constraint violation for the sweeper), nothing launched."""
-    verdict = plan.preflight(cfg)
-    if verdict is None or verdict.feasible:
+def preflight_result(cfg: DictConfig, runner: Any = None) -> TrialResult | None:
+    """The planner's verdict before launch: predicted infeasible (HBM, or fewer Ray CPUs than verl
+    reserves) under `plan.enforce` becomes the trial's outcome `infeasible` (a constraint violation for
+    the sweeper), nothing launched."""
+    verdict = plan.preflight(cfg, local=_runs_here(runner))
+    if verdict.feasible:
         return None
     if not plan.blocks_launch(cfg, verdict):
         log.warning("planner predicts infeasible (plan.enforce=false, launching anyway): %s", verdict.reason)
         return None
     return TrialResult("infeasible", predicted_peak_gb=verdict.predicted_peak_gb, excerpt=verdict.reason,
                        backend=str(cfg.runner.name))
+
+
+def _runs_here(runner: Any) -> bool:
+    """Whether the trial's Ray would start on this machine (runner=estimate launches nothing)."""
+    return runner is None or getattr(runner, "needs_files", True)
 
 
 # ---- tracking around the runner

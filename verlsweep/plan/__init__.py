@@ -1,20 +1,20 @@
 """Stage 2, plan: predicted HBM per phase and tokens/s of colocated verl (FSDP trainer + vLLM rollout on
 each device), before a trial launches.
 
-    verdict = preflight(cfg)          # Verdict | None, before a trial launches
-    if blocks_launch(cfg, verdict):   # infeasible beyond plan.margin_gb and plan.enforce
+    verdict = preflight(cfg)          # Preflight: HBM Verdict | None and Ray CPU check, before launch
+    if blocks_launch(cfg, verdict):   # infeasible (memory beyond plan.margin_gb, or Ray CPUs) and plan.enforce
         ...                           # outcome `infeasible`, nothing launched
 
-Modules: inputs (config -> numbers), memory (HBM per phase, host RAM), throughput (roofline),
-calibration (constants + known points, one YAML), verdict (the prediction), table / detect / refit
-(the `python -m verlsweep.plan` subcommands).
+Modules: inputs (config -> numbers), memory (HBM per phase, host RAM), ray_demand (verl's Ray CPUs),
+throughput (roofline), calibration (constants + known points, one YAML), verdict (the prediction),
+table / detect / refit (the `python -m verlsweep.plan` subcommands).
 
 May import: verlsweep.common, verlsweep.command (to compose a config). Never the trial process,
 tracking or the sweeper.
 """
 from verlsweep.plan.inputs import NotPlannable, PlanInputs, from_cfg
-from verlsweep.plan.verdict import Verdict, blocks_launch, load_calibration, plan, plan_cfg, preflight
+from verlsweep.plan.verdict import Preflight, Verdict, blocks_launch, load_calibration, plan, plan_cfg, preflight
 
 
-__all__ = ["NotPlannable", "PlanInputs", "Verdict", "blocks_launch", "from_cfg", "load_calibration",
+__all__ = ["NotPlannable", "PlanInputs", "Preflight", "Verdict", "blocks_launch", "from_cfg", "load_calibration",
            "plan", "plan_cfg", "preflight"]

@@ -16,6 +16,7 @@ import dataclasses
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -80,7 +81,7 @@ def cmd_table(argv: list[str]) -> int:
 
 def cmd_detect(argv: list[str]) -> int:
     from verlsweep import CONF_DIR
-    from verlsweep.plan import detect
+    from verlsweep.plan import detect, ray_demand
 
     p = argparse.ArgumentParser(prog="python -m verlsweep.plan detect",
                                 description="Write conf/hardware/<name>.yaml for this machine's devices.")
@@ -92,6 +93,7 @@ def cmd_detect(argv: list[str]) -> int:
                    help="host RAM per node (default: this machine's; with --from-npu-smi the recorded node's: "
                         "required unless `free -g` output is recorded beside FILE as free.txt)")
     p.add_argument("--nnodes", type=int, default=1)
+    p.add_argument("--cpus", type=int, help="CPUs per node a trial's Ray gets (default: what this process may use)")
     for key in ("bf16-tflops", "hbm-bandwidth-gbs", "host-link-gbs"):
         p.add_argument(f"--{key}", type=float, help="needed when the chip is not in KNOWN_CHIPS")
     p.add_argument("--conf-dir", type=Path, default=CONF_DIR, help=argparse.SUPPRESS)
@@ -116,7 +118,9 @@ def cmd_detect(argv: list[str]) -> int:
         perf_notes = [f"{k}: " + ("given on the command line" if v is not None else
                                   f"assumed from verlsweep.plan.detect.KNOWN_CHIPS[{profile.chip!r}]")
                       for k, v in overrides.items()]
-        profile = dataclasses.replace(profile, nnodes=args.nnodes, notes=[*profile.notes, host_note, *perf_notes])
+        cpus = args.cpus if args.cpus is not None else int(ray_demand.local_cpus(os.environ)[0])
+        profile = dataclasses.replace(profile, nnodes=args.nnodes, cpus=cpus,
+                                      notes=[*profile.notes, host_note, *perf_notes])
         path = detect.write_profile(profile, args.conf_dir, force=args.force)
     except detect.DetectError as exc:
         print(f"verlsweep.plan detect: {exc}", file=sys.stderr)

@@ -85,10 +85,13 @@ class Profile(Hardware):
 
     chip: str = ""
     notes: list[str] = field(default_factory=list)
+    cpus: int | None = None          # CPUs per node the trial's Ray will have (plan/ray_demand.py)
 
     def hardware_node(self, description: str) -> dict[str, Any]:
         values = {f.name: getattr(self, f.name) for f in fields(Hardware)}
         values = {k: round(v, 2) if isinstance(v, float) else v for k, v in values.items()}
+        if self.cpus is not None:
+            values["cpus"] = self.cpus
         return {"name": values.pop("name"), "description": description, **values}
 
 

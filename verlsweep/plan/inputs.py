@@ -226,11 +226,12 @@ class PlanInputs:
         return replace(self, rollout=rollout, actor=actor, critic=critic)
 
 
-class _Verl:
-    """cfg.verl values by verl key path, falling back to verl's defaults."""
+class VerlValues:
+    """cfg.verl values by verl key path, falling back to verl's defaults (`defaults`, VERL_DEFAULTS)."""
 
-    def __init__(self, cfg: DictConfig):
+    def __init__(self, cfg: DictConfig, defaults: dict[str, Any] | None = None):
         self.node = cfg.get("verl") or OmegaConf.create({})
+        self.defaults = VERL_DEFAULTS if defaults is None else defaults
 
     def has(self, path: str) -> bool:
         return OmegaConf.select(self.node, path, default=None) is not None
@@ -239,8 +240,8 @@ class _Verl:
         value = OmegaConf.select(self.node, path, default=None)
         if value is not None:
             return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
-        if path in VERL_DEFAULTS and VERL_DEFAULTS[path] is not None:
-            return VERL_DEFAULTS[path]
+        if self.defaults.get(path) is not None:
+            return self.defaults[path]
         return default
 
     def first(self, *paths: str, default: Any = None) -> Any:
@@ -274,12 +275,12 @@ def default_capture_sizes(max_num_seqs: int) -> tuple[int, ...]:
     return tuple(s for s in sizes if s <= top)
 
 
-def _need_ref(v: _Verl) -> bool:
+def _need_ref(v: VerlValues) -> bool:
     # verl/trainer/ppo/utils.py need_reference_policy
     return bool(v.get("algorithm.use_kl_in_reward")) or bool(v.get("actor_rollout_ref.actor.use_kl_loss"))
 
 
-def _need_critic(v: _Verl) -> bool:
+def _need_critic(v: VerlValues) -> bool:
     # verl/trainer/ppo/utils.py need_critic: explicit critic.enable wins, else GAE needs one
     enable = v.get("critic.enable")
     if enable is not None:
@@ -291,7 +292,7 @@ def _shard(fsdp_size: int, world: int) -> int:
     return world if fsdp_size in (-1, None) or fsdp_size > world else int(fsdp_size)
 
 
-def _actor_sp(v: _Verl) -> int:
+def _actor_sp(v: VerlValues) -> int:
     # the deprecated actor.ulysses_sequence_parallel_size is copied into fsdp_config when > 1
     # (verl/workers/config/actor.py FSDPActorConfig.__post_init__)
     old = int(v.get("actor_rollout_ref.actor.ulysses_sequence_parallel_size") or 1)
@@ -302,7 +303,7 @@ def _actor_sp(v: _Verl) -> int:
 def from_cfg(cfg: DictConfig) -> PlanInputs:
     """Read a composed sweep config. Raises NotPlannable for what the model does not cover (another
     rollout or training engine, an unknown dtype, a hardware profile missing a number it needs)."""
-    v = _Verl(cfg)
+    v = VerlValues(cfg)
     hw_node = cfg.get("hardware")
     model_node = cfg.get("model")
     if hw_node is None or model_node is None:

@@ -8,6 +8,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from verlsweep.plan import calibration as calibration_mod
+from verlsweep.plan import ray_demand
 from verlsweep.plan.calibration import Calibration
 from verlsweep.plan.inputs import NotPlannable, PlanInputs, from_cfg
 from verlsweep.plan.memory import MEANING, Check, concurrency, expected_lengths, plan_memory
@@ -98,23 +99,60 @@ def plan_cfg(cfg: DictConfig, cal: Calibration | None = None) -> Verdict:
     return plan(from_cfg(cfg), cal or load_calibration(cfg))
 
 
-def preflight(cfg: DictConfig) -> Verdict | None:
-    """The planner's verdict on a trial before it launches, or None when the config is outside
-    what the planner models (it then has no opinion and the trial runs as configured)."""
+@dataclass(frozen=True)
+class Preflight:
+    """Everything the planner says before a trial launches: the HBM verdict (None outside what it
+    models) and verl's Ray CPU demand against the trial's CPUs (None when those are unknown)."""
+
+    memory: Verdict | None
+    cpus: ray_demand.CpuCheck | None = None
+
+    @property
+    def feasible(self) -> bool:
+        return (self.memory is None or self.memory.feasible) and (self.cpus is None or self.cpus.ok)
+
+    @property
+    def reason(self) -> str:
+        """Why it is infeasible, one line per failed check (memory first), else the summary."""
+        failed = [*([self.memory.reason] if self.memory is not None and not self.memory.feasible else []),
+                  *([self.cpus.message()] if self.cpus is not None and not self.cpus.ok else [])]
+        if failed:
+            return "\n".join(failed)
+        return "; ".join(line for line in self.lines())
+
+    @property
+    def predicted_peak_gb(self) -> float | None:
+        return self.memory.predicted_peak_gb if self.memory is not None else None
+
+    def lines(self) -> list[str]:
+        """One line per check, for a dry run."""
+        out = [f"memory: {self.memory.summary()}" if self.memory is not None
+               else "memory: no prediction (outside what the planner models)"]
+        if self.cpus is not None:
+            out.append(("ok: " if self.cpus.ok else "infeasible: ") + self.cpus.message())
+        return out
+
+
+def preflight(cfg: DictConfig, *, local: bool = True) -> Preflight:
+    """The planner's verdict on a trial before it launches. `local`: the trial's Ray runs on this
+    machine, so its CPUs count when neither ray_init.num_cpus nor hardware.cpus states them."""
     try:
-        verdict = plan_cfg(cfg)
+        verdict: Verdict | None = plan_cfg(cfg)
+        log.info("planner: %s", verdict.summary())
     except NotPlannable as exc:
         log.info("planner: no prediction (%s)", exc)
-        return None
-    log.info("planner: %s", verdict.summary())
-    return verdict
+        verdict = None
+    cpus = ray_demand.check(cfg, local=local)
+    if cpus is not None:
+        log.info("planner: %s", cpus.message())
+    return Preflight(verdict, cpus)
 
 
-def blocks_launch(cfg: DictConfig, verdict: Verdict | None) -> bool:
-    """Whether preflight's verdict stops the trial: predicted infeasible beyond the margin and
-    plan.enforce set (the default)."""
+def blocks_launch(cfg: DictConfig, verdict: Verdict | Preflight | None) -> bool:
+    """Whether a verdict stops the trial: predicted infeasible (memory beyond the margin, or too few
+    Ray CPUs) and plan.enforce set (the default)."""
     plan_node = cfg.get("plan") or {}
     return verdict is not None and not verdict.feasible and bool(plan_node.get("enforce", True))
 
 
-__all__ = ["MEANING", "STATUSES", "Verdict", "blocks_launch", "load_calibration", "plan", "plan_cfg", "preflight"]
+__all__ = ["MEANING", "STATUSES", "Preflight", "Verdict", "blocks_launch", "load_calibration", "plan", "plan_cfg", "preflight"]
