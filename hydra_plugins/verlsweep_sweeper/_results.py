@@ -1,8 +1,8 @@
 """What a job returned -> what Optuna is told.
 
     completed                 COMPLETE, values = the TrialResult values named by `objectives`
-    oom, infeasible           COMPLETE with a violated constraint (trial.set_constraint, Optuna 5):
-                              TPE puts such trials in their own group, GP models the constraint, and
+    oom, infeasible,          COMPLETE with a violated constraint (trial.set_constraint, Optuna 5):
+    unschedulable             TPE puts such trials in their own group, GP models the constraint, and
                               best_trial/best_trials skip them. Optuna needs values for a COMPLETE
                               trial; the placeholder is the worst feasible value seen so far (flagged
                               PLACEHOLDER_ATTR, never reported as a measurement).
@@ -28,7 +28,9 @@ from hydra_plugins.verlsweep_sweeper import _study
 from verlsweep.common.errors import ConfigError
 from verlsweep.common.result import CONSTRAINT_OUTCOMES, TrialResult
 
-CONSTRAINT_KEY = "memory"          # > 0: the trial did not fit (oom) or was predicted not to (infeasible)
+# > 0: the trial did not fit (oom), was predicted not to (infeasible: HBM or Ray CPUs) or its Ray could
+# not place it (unschedulable). One key for all: the name stays as stored in existing studies.
+CONSTRAINT_KEY = "memory"
 PLACEHOLDER_ATTR = "verlsweep.placeholder"
 NO_RESULT = "no_result"            # a job that returned nothing (dry run)
 RERUN_OUTCOMES = frozenset({"preempted"})   # re-run once (_study.rerun_once)

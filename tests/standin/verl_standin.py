@@ -76,7 +76,7 @@ knob                   default     meaning
 =====================  ==========  ==================================================================
 mode                   ok          ok | auto | oom | vllm_cache_oom | vllm_startup_oom | hccl_timeout |
                                    hccl_connect_timeout | crash | ray_actor_died | hang | stall |
-                                   slow_start | no_devices | noisy | oom_linger
+                                   slow_start | no_devices | noisy | oom_linger | unschedulable
 fail_at_step           2           step at which oom/hccl_timeout/ray_actor_died/crash/stall/oom_linger strike
                                    (steps before it are logged); 0 = during worker init (before fit)
 step_seconds           0.05        real seconds slept per training step
@@ -112,7 +112,9 @@ Exit status: 0 ok/slow_start/auto-ok; 1 every raised failure (Hydra's ``run_and_
 startup lines, joins MLflow and creates the JSONL file, then logs verl's replay-buffer poll line
 (``INFO:<time>:pending: 0, running: N, finished: 0, failure: 0``) every ``$VERL_REPLAY_BUFFER_DEBUG_INTERVAL_SECONDS``
 (default 60, as verl) without any ``step:`` line; ``stall`` does the same after logging the steps before
-``fail_at_step``.
+``fail_at_step``. ``unschedulable`` starts a *real* local Ray and waits forever on TransferQueue's storage
+placement group of ``transfer_queue.backend.SimpleStorage.num_data_storage_units`` one-CPU bundles
+(tests/standin/ray_placement.py, where its sources are cited); it never exits by itself.
 
 Sources whose behaviour or text is reproduced (installed verl 0.9.1 wheel, ray 2.60.0, hydra-core 1.3.8)
 -----------------------------------------------------------------------------------------------------
@@ -191,6 +193,14 @@ from typing import Any, Callable, TextIO
 # Knobs
 # ---------------------------------------------------------------------------------------------------------------
 
+def _sibling(name: str) -> Any:
+    """A module next to this file, however the stand-in was started (by path or with -m)."""
+    spec = importlib.util.spec_from_file_location(f"verl_standin_{name}", Path(__file__).with_name(f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 MODES: tuple[str, ...] = (
     "ok",
     "auto",
@@ -207,6 +217,7 @@ MODES: tuple[str, ...] = (
     "no_devices",
     "noisy",
     "oom_linger",
+    "unschedulable",
 )
 # Modes that strike inside fit() at `fail_at_step` (or during worker init when it is 0).
 STEP_MODES: frozenset[str] = frozenset({"oom", "hccl_timeout", "ray_actor_died", "crash", "stall", "oom_linger"})
@@ -1267,6 +1278,10 @@ class StandinRun:
             return self.fail_no_devices()
         if mode == "noisy":
             self.print_harmless()
+        if mode == "unschedulable":          # a real Ray that waits forever (tests/standin/ray_placement.py)
+            wait_for_storage = _sibling("ray_placement").wait_for_storage
+            ray_init = OmegaConf.to_container(config.ray_kwargs.get("ray_init", {}), resolve=True)
+            wait_for_storage(int(config.transfer_queue.backend.SimpleStorage.num_data_storage_units), ray_init)
         if k.startup_delay > 0:
             time.sleep(k.startup_delay)
         if mode == "hccl_connect_timeout":

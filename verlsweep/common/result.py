@@ -4,8 +4,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
-# Every trial ends in exactly one of these (issue: trial runner). `oom` and `infeasible` are told to
-# Optuna as constraint violations, `pruned` as PRUNED, the rest of the failures as FAIL.
+# Every trial ends in exactly one of these. `oom`, `infeasible` (the planner refused it) and
+# `unschedulable` (its Ray could never place what verl asked for) are told to Optuna as constraint
+# violations, `pruned` as PRUNED, the rest of the failures as FAIL.
 OUTCOMES: tuple[str, ...] = (
     "completed",
     "pruned",
@@ -18,8 +19,9 @@ OUTCOMES: tuple[str, ...] = (
     "crash",
     "infeasible",
     "preempted",      # the scheduler took the job away (Slurm PREEMPTED, CANCELLED, NODE_FAIL); re-run once
+    "unschedulable",
 )
-CONSTRAINT_OUTCOMES: frozenset[str] = frozenset({"oom", "infeasible"})
+CONSTRAINT_OUTCOMES: frozenset[str] = frozenset({"oom", "infeasible", "unschedulable"})
 
 
 @dataclass

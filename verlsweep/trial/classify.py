@@ -141,15 +141,19 @@ def classify(returncode: int | None, scanner: LogScanner, *, steps: int,
     """Decide the outcome.
 
     `stopped` is why the supervisor ended the process, if it did: `pruned`, `timeout` (whole-trial
-    limit), `hang` (startup/stall limit) or `fatal` (a fatal text and then no progress for the stall
-    limit); `detail` says which limit. A kill for pruning is the sweeper's decision and wins. A process
-    that exited 0 after training steps completed, whatever it printed. Otherwise the first unambiguous
+    limit), `hang` (startup/stall limit), `unschedulable` (its Ray cannot place verl's demand, read
+    from the cluster by trial/ray_watch.py; `detail` is the excerpt) or `fatal` (a fatal text and then
+    no progress for the stall limit); `detail` says which limit. A kill for pruning is the sweeper's
+    decision and wins. A process that exited 0 after training steps completed, whatever it printed.
+    Otherwise the first unambiguous
     failure text in time explains the end (an HCCL hang, an OOM that left the driver waiting); an
     ambiguous one only explains a process that died or printed its own fatal text, never one we
     stopped for a limit.
     """
     if stopped == "pruned":
         return Verdict("pruned", "pruned by the sweeper", None)
+    if stopped == "unschedulable":
+        return Verdict("unschedulable", "Ray cannot place what verl asked for", _clip(detail or stopped))
     if returncode == 0 and stopped is None:
         if steps > 0:
             return Verdict("completed", "exit 0", None)

@@ -23,6 +23,7 @@ from verlsweep.trial.livetail import LiveTail
 from verlsweep.common.names import (EXCERPT_FILE, FILE_LOGGER_ENV, LOG_FILE, METRICS_FILE, MLFLOW_RUN_ID_ENV,
                                      TAIL_FILE, TRIAL_DIR_ENV)
 from verlsweep.common.result import StepReporter, TrialResult
+from verlsweep.trial.ray_watch import RayWatch
 from verlsweep.trial.runners.base import RunDetails
 from verlsweep.trial import ray_cluster
 from verlsweep.trial.supervise import Supervised, ray_isolation, remove_tree, runtime_env_overrides
@@ -241,7 +242,7 @@ class ProcessRunner:
             clean = metrics.strip_ansi(line)
             live.line(clean, important=watch.on_line(clean))
 
-        with live:
+        with live, RayWatch.for_trial(cfg.runner, ray_tmp, proc_env) as ray_watch:
             sup = Supervised(argv, proc_env, trial_dir, trial_dir / LOG_FILE, on_line)
             try:
                 while True:
@@ -252,6 +253,8 @@ class ProcessRunner:
                     if rc is not None:
                         break
                     stopped, detail = watch.over_limit(lim, time.monotonic())
+                    if not stopped:
+                        stopped, detail = ray_watch.check(time.monotonic(), bool(len(watch.step_log)))
                     if stopped:
                         break
                 if stopped:
