@@ -203,3 +203,16 @@ def test_a_kill_for_a_limit_is_that_limit_unless_the_log_explains_it(stopped):
     explained = classify(-15, scan("EI0002: The wait execution of the Notify register times out."), steps=0,
                          stopped=stopped)
     assert explained.outcome == "hccl_timeout"
+
+
+def test_a_hang_excerpt_names_the_phase_the_trial_was_stopped_in():
+    def stopped_after(*lines: str, steps: int = 0) -> str:
+        return classify(-15, scan(*lines), steps=steps, stopped="hang", detail="no step").excerpt
+
+    assert "phase: starting verl" in stopped_after("Error executing nothing yet")
+    assert "phase: TaskRunner" in stopped_after("ray init kwargs: {}", "INFO worker.py:2029 -- Started a local Ray instance.")
+    # the furthest marker wins: vLLM servers keep printing after initialisation
+    vllm_late = stopped_after("ray init kwargs: {}", "INFO:x:all initialize finished, ready to fit",
+                              "(vLLMHttpServer pid=12) INFO: engine step")
+    assert "phase: first rollout and training step" in vllm_late
+    assert "phase: training, after step 3" in stopped_after("step:3 - x:1", steps=3)

@@ -27,6 +27,23 @@ from verlsweep.trial.patterns import PATTERNS, Pattern
 # print_worker_logs), and vLLM's engine adds its own "(EngineCore_DP0 pid=7)"; strip them from excerpts.
 RAY_PREFIX = re.compile(r"^(?:\((?:[\w.:-]+(?: pid=\d+)?(?:, ip=[\d.:a-fA-F]+)?)\)\s*)+")
 
+# Where a trial is before its first step, from lines verl 0.9.1 and Ray print on the way (the furthest
+# one seen wins: vLLM keeps printing during rollouts). A `hang` excerpt names it.
+PHASES: tuple[tuple[str, re.Pattern[str], str], ...] = tuple((label, re.compile(rx), src) for label, rx, src in (
+    ("starting Ray", r"ray init kwargs:", "verl/trainer/main_ppo.py run_ppo"),
+    ("TaskRunner: config, tokenizer, datasets, TransferQueue",
+     r"Started a local Ray instance|Connected to Ray cluster", "ray/_private/worker.py init"),
+    ("placing worker groups", r"Total training steps: \d+",
+     "verl/trainer/ppo/v1/trainer_base.py, ray_trainer.py _create_dataloader"),
+    ("worker init: model load", r"create worker group|worker group kwargs", "v1/trainer_base.py init_workers"),
+    ("rollout engine start: weights, KV cache, graph capture",
+     r"actor and ref model engine initialized|\(vLLMHttpServer pid=",
+     "v1/trainer_base.py init_workers; vllm_rollout/vllm_async_server.py vLLMHttpServer"),
+    ("first rollout and training step", r"all initialize finished, ready to fit|Initial validation metrics",
+     "v1/trainer_base.py init_workers, fit"),
+))
+START_PHASE = "starting verl: imports, config validation"
+
 _ANY = re.compile("|".join(f"(?:{p.regex.pattern})" for p in PATTERNS))
 _EXCEPTION_LINE = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception|Interrupt)\b(?:\([^)]*\))?:?")
 _TRACEBACK_START = re.compile(r"^Traceback \(most recent call last\):|^\s+File \".*\", line \d+")
@@ -61,12 +78,17 @@ class LogScanner:
         self._seq = 0
         self._in_traceback = False
         self._block = 0                                # tracebacks seen
+        self._phase = -1                                # furthest PHASES index seen
 
     def feed(self, line: str) -> bool:
         """Add one line; True when it is a fatal text (the supervisor's cue to watch for progress)."""
         line = line.rstrip("\n")
         self._seq += 1
         self.tail.append(line)
+        for idx in range(len(PHASES) - 1, self._phase, -1):
+            if PHASES[idx][1].search(line):
+                self._phase = idx
+                break
         text = strip_prefix(line)
         if self._open:
             for lines, _ in self._open:
@@ -85,6 +107,11 @@ class LogScanner:
                             self._open.append((self.hits[idx].lines, self._context_after))
                     break
         return fatal
+
+    @property
+    def phase(self) -> str:
+        """The furthest start-up phase its lines show (START_PHASE before any)."""
+        return PHASES[self._phase][0] if self._phase >= 0 else START_PHASE
 
     def _is_fatal(self, text: str) -> bool:
         if _ACTOR_DIED.search(text):
@@ -145,10 +172,9 @@ def classify(returncode: int | None, scanner: LogScanner, *, steps: int,
     from the cluster by trial/ray_watch.py; `detail` is the excerpt) or `fatal` (a fatal text and then
     no progress for the stall limit); `detail` says which limit. A kill for pruning is the sweeper's
     decision and wins. A process that exited 0 after training steps completed, whatever it printed.
-    Otherwise the first unambiguous
-    failure text in time explains the end (an HCCL hang, an OOM that left the driver waiting); an
-    ambiguous one only explains a process that died or printed its own fatal text, never one we
-    stopped for a limit.
+    Otherwise the first unambiguous failure text in time explains the end (an HCCL hang, an OOM that
+    left the driver waiting); an ambiguous one only explains a process that died or printed its own
+    fatal text, never one we stopped for a limit. A `hang`/`timeout` excerpt names the phase.
     """
     if stopped == "pruned":
         return Verdict("pruned", "pruned by the sweeper", None)
@@ -166,7 +192,9 @@ def classify(returncode: int | None, scanner: LogScanner, *, steps: int,
         return Verdict(pattern.outcome, reason, excerpt)
     if stopped in ("timeout", "hang"):
         last = "\n".join(strip_prefix(l) for l in list(scanner.tail)[-5:])
-        return Verdict(stopped, detail or stopped, _clip(f"{detail or stopped}; last output:\n{last}"))
+        phase = f"training, after step {steps}" if steps else scanner.phase
+        return Verdict(stopped, detail or stopped,
+                       _clip(f"{detail or stopped}; phase: {phase}; last output:\n{last}"))
     if stopped == "fatal":
         return Verdict("crash", detail or "fatal error", _clip(scanner.fatal or last_error(scanner.tail) or ""))
     if returncode is not None and returncode < 0:
