@@ -15,7 +15,7 @@ from verlsweep import CONF_DIR
 from verlsweep.command import config_store
 from verlsweep.command.compose import compose_config
 from verlsweep.command.hydra_compose import compose_dir
-from verlsweep.plan import detect, from_cfg, plan_cfg
+from verlsweep.plan import detect, from_cfg, plan_cfg, preflight
 from verlsweep.plan.cli import main
 
 REPO = Path(__file__).resolve().parent.parent
@@ -95,6 +95,14 @@ def test_detect_counts_each_a3_chip_as_a_device(conf_copy):
     hw = yaml.safe_load((conf_copy / "hardware" / "lab_a3.yaml").read_text())["hardware"]
     assert hw["devices_per_node"] == 16 and hw["bf16_tflops"] == 354
     assert from_cfg(compose_copy(conf_copy, "hardware=lab_a3")).hardware.world == 16
+
+
+def test_detect_records_the_cpus_a_trials_ray_gets_for_the_cpu_check(conf_copy):
+    assert main(["detect", "--from-npu-smi", str(DATA / "npu_smi_a2_910b3.txt"), "--name", "lab_a2",
+                 "--host-memory-gb", "1024", "--cpus", "16", "--conf-dir", str(conf_copy)]) == 0
+    assert yaml.safe_load((conf_copy / "hardware" / "lab_a2.yaml").read_text())["hardware"]["cpus"] == 16
+    verdict = preflight(compose_dir(conf_copy, "sweep", ["hardware=lab_a2"]))
+    assert not verdict.feasible and "hardware.cpus=16" in verdict.reason    # 34 asked by verl's v1 trainer
 
 
 def test_detect_refuses_an_unknown_chip_without_its_numbers(conf_copy, capsys, tmp_path):
