@@ -167,3 +167,12 @@ def test_too_few_cpus_make_the_trial_infeasible_naming_demand_cpus_and_key():
 def test_the_cpu_check_applies_where_the_memory_model_has_no_opinion():
     verdict = preflight(cfg("verl.actor_rollout_ref.rollout.name=sglang", "hardware.cpus=4"))
     assert verdict.memory is None and not verdict.feasible
+
+
+def test_a_cpu_count_that_is_not_a_positive_number_names_the_key():
+    from verlsweep.common.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="hardware.cpus"):
+        ray_demand.supply(cfg("hardware.cpus=lots"))
+    with pytest.raises(ConfigError, match="ray_init.num_cpus"):
+        ray_demand.supply(cfg("verl.ray_kwargs.ray_init.num_cpus=0"))

@@ -38,6 +38,7 @@ from typing import Any, Mapping
 
 from omegaconf import DictConfig
 
+from verlsweep.common.errors import ConfigError, Problem
 from verlsweep.plan.inputs import VerlValues
 
 # verl 0.9.1 defaults of the keys read here (verl/trainer/config/ppo_trainer.yaml and its groups).
@@ -164,14 +165,24 @@ def supply(cfg: DictConfig, *, local: bool = True, env: Mapping[str, str] | None
     nnodes = max(1, int(v.get("trainer.nnodes")))
     num_cpus = v.get("ray_kwargs.ray_init.num_cpus")
     if num_cpus is not None:
-        return Supply(float(num_cpus), nnodes, f"{NUM_CPUS_KEY}={num_cpus}", NUM_CPUS_KEY)
+        return Supply(_count(NUM_CPUS_KEY, num_cpus), nnodes, f"{NUM_CPUS_KEY}={num_cpus}", NUM_CPUS_KEY)
     stated = (cfg.get("hardware") or {}).get("cpus")
     if stated is not None:
-        return Supply(float(stated), nnodes, f"hardware.cpus={stated}", "hardware.cpus")
+        return Supply(_count("hardware.cpus", stated), nnodes, f"hardware.cpus={stated}", "hardware.cpus")
     if not local:
         return None
     cpus, source = local_cpus(os.environ if env is None else env)
     return Supply(cpus, nnodes, source, "hardware.cpus")
+
+
+def _count(key: str, value: Any) -> float:
+    try:
+        cpus = float(value)
+    except (TypeError, ValueError):
+        cpus = -1.0
+    if isinstance(value, bool) or cpus <= 0:
+        raise ConfigError([Problem(key, value, "a positive number of CPUs (or null)")])
+    return cpus
 
 
 def local_cpus(env: Mapping[str, str]) -> tuple[float, str]:

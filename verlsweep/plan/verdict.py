@@ -155,4 +155,5 @@ def blocks_launch(cfg: DictConfig, verdict: Verdict | Preflight | None) -> bool:
     return verdict is not None and not verdict.feasible and bool(plan_node.get("enforce", True))
 
 
-__all__ = ["MEANING", "STATUSES", "Preflight", "Verdict", "blocks_launch", "load_calibration", "plan", "plan_cfg", "preflight"]
+__all__ = ["MEANING", "STATUSES", "Preflight", "Verdict", "blocks_launch", "load_calibration", "plan", "plan_cfg",
+           "preflight"]
