@@ -70,6 +70,15 @@ def test_the_watch_is_inert_without_a_ray_or_with_the_timeout_off():
     assert off.proc is None and off.check(0.0, False) == (None, None)
 
 
+def test_the_watch_follows_the_cluster_the_trial_joins(monkeypatch):
+    from omegaconf import OmegaConf
+
+    started = []
+    monkeypatch.setattr(RayWatch, "__init__", lambda self, argv, judge, env=None: started.append(argv))
+    RayWatch.for_trial(OmegaConf.create({"schedule_timeout": 120}), None, {"RAY_ADDRESS": "10.0.0.1:6379"})
+    assert started[0][2:4] == ["--address", "10.0.0.1:6379"]
+
+
 def test_unschedulable_is_a_constraint_outcome_classified_from_the_watch():
     assert "unschedulable" in OUTCOMES and "unschedulable" in CONSTRAINT_OUTCOMES
     verdict = classify.classify(-15, classify.LogScanner(), steps=0, stopped="unschedulable", detail="pending: x")

@@ -13,7 +13,8 @@ and ends the trial as `unschedulable` when
   placement group count only before the first training step: later they may just queue behind busy
   CPUs.
 
-With `runner.ray_address` the probe sees the whole cluster, other jobs' demand included.
+On a cluster the trial joins (`runner.ray_address`, or a multi-node trial's cluster over its Slurm
+allocation) the probe reads that cluster's GCS; with `runner.ray_address` that includes other jobs' demand.
 """
 from __future__ import annotations
 
@@ -137,11 +138,12 @@ class RayWatch:
 
     @classmethod
     def for_trial(cls, runner: DictConfig, ray_tmp: str | None, env: dict[str, str]) -> "RayWatch":
-        """The watch of a trial with its private Ray in `ray_tmp` (or `runner.ray_address`); inert when
-        runner.schedule_timeout is 0/null and no Ray is known."""
+        """The watch of a trial with its private Ray in `ray_tmp`, or the cluster its env's RAY_ADDRESS
+        names (`runner.ray_address`, a multi-node trial's cluster); inert when runner.schedule_timeout
+        is 0/null or no Ray is known."""
         timeout = runner.get("schedule_timeout", DEFAULT_TIMEOUT_S)
         timeout = None if timeout is None or float(timeout) <= 0 else float(timeout)
-        address = runner.get("ray_address")
+        address = env.get("RAY_ADDRESS") or runner.get("ray_address")
         if timeout is None or not (ray_tmp or address):
             return cls(None, Judge(None))
         where = ["--address", str(address)] if address else ["--ray-tmp", str(ray_tmp)]
