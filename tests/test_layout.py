@@ -15,6 +15,8 @@ ALLOWED = {
     "trial": {"common", "command", "plan"},
     "tracking": {"common", "command", "plan", "trial"},
     "study_link": {"common"},
+    "reconcile": {"common", "trial", "tracking", "study_link"},
+    "report": {"common", "tracking", "study_link", "reconcile"},
 }
 
 

@@ -16,6 +16,7 @@ from optuna.trial import TrialState
 from hydra_plugins.verlsweep_sweeper import _outputs, _results, _study
 from hydra_plugins.verlsweep_sweeper._space import SearchSpace
 from verlsweep.common.errors import ConfigError, Problem
+from verlsweep.reconcile import trials as reconcile_trials
 from verlsweep.common.result import NullReporter, TrialResult
 from verlsweep.study_link import PRUNER_ATTR, OptunaReporter, absolute_storage_url, open_storage, reporter_for
 
@@ -133,6 +134,12 @@ def test_relative_sqlite_urls_become_absolute(tmp_path):
     assert absolute_storage_url("postgresql://h/db", tmp_path) == "postgresql://h/db"
 
 
+def settle_stale(study) -> None:
+    retry = optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=_study.STALE_RETRIES)
+    for t in reconcile_trials.stale(study, 1.0):
+        reconcile_trials.settle(study, t, stop_grace_s=1.0, tell=None, retry=retry)
+
+
 def test_a_dead_sweeps_running_trial_is_failed_and_rerun_once_and_keeps_its_budget_slot(sqlite_url):
     study, raw = open_test_study(sqlite_url)
     done = study.ask(fixed_distributions=SPACE)
@@ -141,7 +148,7 @@ def test_a_dead_sweeps_running_trial_is_failed_and_rerun_once_and_keeps_its_budg
     raw.record_heartbeat(dead._trial_id)          # its sweep beat once, then died
     assert _study.remaining(study, 3) == 1
     time.sleep(2.2)                               # > grace period (1 s) at sqlite's 1 s resolution
-    _study.fail_stale(study)
+    settle_stale(study)
     trials = study.get_trials()
     assert trials[1].state == TrialState.FAIL
     assert trials[2].state == TrialState.WAITING and trials[2].params == trials[1].params
@@ -150,8 +157,9 @@ def test_a_dead_sweeps_running_trial_is_failed_and_rerun_once_and_keeps_its_budg
     assert retry.number == 2 and retry.params == trials[1].params
     raw.record_heartbeat(retry._trial_id)
     time.sleep(2.2)
-    _study.fail_stale(study)                      # dies again: max one re-run, so no third copy
+    settle_stale(study)                           # dies again: max one re-run, so no third copy
     assert [t.state for t in study.get_trials()] == [TrialState.COMPLETE, TrialState.FAIL, TrialState.FAIL]
+    assert [t.user_attrs.get("outcome") for t in study.get_trials()[1:]] == ["orphaned", "orphaned"]
     assert _study.remaining(study, 3) == 1
 
 

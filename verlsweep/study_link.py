@@ -30,6 +30,9 @@ if TYPE_CHECKING:  # optuna costs ~0.3 s to import; single runs never need it
 log = logging.getLogger(__name__)
 
 PRUNER_ATTR = "verlsweep.pruner"
+OBJECTIVES_ATTR = "verlsweep.objectives"     # study user attr: the TrialResult values it optimises
+TRACKING_ATTR = "verlsweep.tracking"         # study user attr: {uri, experiment} of its MLflow runs
+OVER_BUDGET_ATTR = "verlsweep.over_budget"   # trial system attr: asked beyond n_trials, handed back unrun
 # Seconds a writer waits for sqlite's lock before failing. Several sweep processes and every running
 # trial write the same file; Python's default (5 s) is too short when one of them reads all trials
 # (benchmarks/storage_concurrency.py).
@@ -119,7 +122,7 @@ class OptunaReporter:
         self._trial: optuna.Trial | None = None
         self._disabled = False
 
-    def _load(self) -> "optuna.Trial | None":
+    def _load(self) -> "optuna.Trial":
         import optuna
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -129,12 +132,20 @@ class OptunaReporter:
             log.info("study %s is multi-objective: Optuna cannot prune it, steps are not reported",
                      self.study_name)
             self._disabled = True
-            return None
         pruner = pruner_from_spec(storage.get_study_user_attrs(study_id).get(PRUNER_ATTR))
         study = optuna.load_study(study_name=self.study_name, storage=storage, pruner=pruner,
                                   sampler=optuna.samplers.RandomSampler())
         trial_id = storage.get_trial_id_from_study_id_trial_number(study_id, self.number)
         return optuna.Trial(study, trial_id)
+
+    def record(self, key: str, value: Any) -> None:
+        """A fact about the running trial as a user attr of its Optuna trial (never fails the trial)."""
+        try:
+            if self._trial is None:
+                self._trial = self._load()
+            self._trial.set_user_attr(key, value)
+        except Exception as exc:  # noqa: BLE001 - the trial dir keeps the same record
+            log.debug("could not record %s of trial %d: %s", key, self.number, exc)
 
     def report(self, step: int, value: float) -> bool:
         import optuna
@@ -144,8 +155,8 @@ class OptunaReporter:
         try:
             if self._trial is None:
                 self._trial = self._load()
-                if self._trial is None:
-                    return False
+            if self._disabled:
+                return False
             self._trial.report(float(value), int(step))
             return bool(self._trial.should_prune())
         except optuna.exceptions.UpdateFinishedTrialError:

@@ -4,6 +4,7 @@ The composition root: the only module that imports every stage (command, plan, t
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
@@ -19,7 +20,9 @@ from verlsweep import plan, study_link
 from verlsweep.plan import ray_demand
 from verlsweep.command import knobs
 from verlsweep.command.compose import Trial, build_trial
-from verlsweep.common.names import COMMAND_JSON, COMMAND_SH, EXCERPT_FILE, FILE_LOGGER_ENV, METRICS_FILE, TRIAL_DIR_ENV
+from verlsweep.common import crashpoint
+from verlsweep.common.names import (COMMAND_JSON, COMMAND_SH, EXCERPT_FILE, FILE_LOGGER_ENV, METRICS_FILE, RESULT_FILE,
+                                    TRIAL_DIR_ENV)
 from verlsweep.common.errors import ConfigError, MissingPath, Problem
 from verlsweep.common.result import TrialResult
 from verlsweep.common import slurm
@@ -124,7 +127,11 @@ def run(cfg: DictConfig) -> Any:
         return _config_error(cfg, exc, out, started)
 
     reporter = study_link.reporter_for(cfg)
+    # where a later sweep finds this trial's files (result.json, processes.json) if this sweep dies
+    reporter.record("job_dir", str(out.resolve()))
     tracked = _start_tracking(cfg)
+    if tracked is not None:
+        reporter.record("run_id", tracked.run_id)
     _write_command(trial, out)
     result, details, peak, refused = None, None, None, False
     try:
@@ -153,6 +160,8 @@ def run(cfg: DictConfig) -> Any:
         raise
     if tracked is not None:
         result.run_id = tracked.run_id
+    _write_result(result, out)
+    crashpoint.reached("trial_ended")
     _finish(cfg, tracked, result, details, out, device_peak=peak)
     if refused and not multirun:
         _report(result, out, multirun=True)
@@ -160,6 +169,15 @@ def run(cfg: DictConfig) -> Any:
                          f"it anyway):\n{result.excerpt}\n")
         raise SystemExit(2)
     return _report(result, out, multirun)
+
+
+def _write_result(result: TrialResult, out: Path) -> None:
+    """The trial's own record of its outcome: a sweep that dies before telling it loses nothing, the
+    next one on the study reads it (verlsweep.reconcile)."""
+    path = out / RESULT_FILE
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(result.to_dict(), default=str) + "\n")
+    tmp.replace(path)
 
 
 def preflight_result(cfg: DictConfig, runner: Any = None) -> TrialResult | None:

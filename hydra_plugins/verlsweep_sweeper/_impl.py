@@ -24,12 +24,12 @@ from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
-from hydra_plugins.verlsweep_sweeper import _outputs, _results, _space, _study, _tracking
+from hydra_plugins.verlsweep_sweeper import _outputs, _reconcile, _results, _space, _study, _tracking
 from hydra_plugins.verlsweep_sweeper._space import SearchSpaceError
 from verlsweep.common.errors import ConfigError, Problem, full_traceback_wanted
 from verlsweep.command.overrides import format_value
 from verlsweep.common.result import TrialResult
-from verlsweep.study_link import absolute_storage_url
+from verlsweep.study_link import OBJECTIVES_ATTR, TRACKING_ATTR, absolute_storage_url
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +114,8 @@ class VerlSweepImpl(Sweeper):
         if isinstance(sampler, optuna.samplers.GridSampler):
             n_trials = min(n_trials, space.size() or n_trials)
         done = _study.load_complete(url, name, n_trials, space)
-        if done is not None:  # nothing to run: no launch, no parent run, no outputs
+        if done is not None and not _reconcile.died_unreconciled(done, self._grace_s()):
+            # nothing to run: no launch, no parent run, no outputs
             sys.stdout.write(_outputs.complete_message(done, n_trials, self.objectives, space.value) + "\n")
             sys.stdout.flush()
             return
@@ -124,28 +125,52 @@ class VerlSweepImpl(Sweeper):
         if url:
             study.set_user_attr(_outputs.SWEEP_DIR_ATTR, str(self.sweep_dir.resolve()))
         OmegaConf.save(self.config, self.sweep_dir / "multirun.yaml")
-        parent = None if dry_run else _tracking.start_parent_run(
-            self.config, name, space.describe(), sampler=type(study.sampler).__name__,
-            sweep_name=OmegaConf.select(self.config, "hydra.runtime.choices.sweep", default=None))
-        links = self._link_overrides(name, url, parent)
-        outputs = _outputs.Outputs(self.sweep_dir, self.objectives, list(space.distributions),
-                                   self._compose_launch, url, space.value)
-        status = "FAILED"
-        try:
-            self._loop(study, raw_storage, space, n_trials, links, outputs, started)
-            status = "FINISHED"
-        except KeyboardInterrupt:
-            status = "KILLED"
-            raise
-        finally:
-            # also when stopped: what was measured is on disk and on the terminal
+        # a resumed sweep in the same dir never reuses a job dir: a dead sweep's trial files are its record
+        self.job_idx = 1 + max((int(d.name) for d in self.sweep_dir.iterdir() if d.name.isdigit()), default=-1)
+        me = _reconcile.SweepSession(study, raw_storage, self._grace_s(),
+                                     float(OmegaConf.select(self.config, "runner.grace_period", default=30)),
+                                     self._tell_recovered(study))
+        me.open()
+        with _study.Heartbeat(raw_storage, self.heartbeat_interval, also=me.beat) as heartbeat:
+            me.settle_stale()             # a dead sweep's leftovers are stopped before any new trial
+            tracking = None if dry_run else _tracking.start_parent_run(
+                self.config, name, space.describe(), sampler=type(study.sampler).__name__,
+                sweep_name=OmegaConf.select(self.config, "hydra.runtime.choices.sweep", default=None),
+                session=me.label, others_alive=bool(me.others()))
+            me.tracking = tracking
+            if tracking is not None and raw_storage is not None:
+                study.set_user_attr(TRACKING_ATTR, _tracking.where(self.config, name))
+            me.repair_runs()
+            links = self._link_overrides(name, url, tracking.parent if tracking else None)
+            outputs = _outputs.Outputs(self.sweep_dir, self.objectives, list(space.distributions),
+                                       self._compose_launch, url, space.value)
+            outputs.write(study)          # the sweep dir names its study from the start
+            status = "FAILED"
             try:
-                best = outputs.write(study)
-                _outputs.summary(study, self.objectives, list(space.distributions), best, self.sweep_dir,
-                                 space.value)
-            except Exception as exc:  # noqa: BLE001 - never hide the exception that ended the loop
-                log.error("verlsweep: could not write the sweep outputs: %s", exc)
-            _tracking.finish_parent_run(self.config, parent, status)
+                self._loop(study, space, n_trials, links, outputs, started, heartbeat, me)
+                status = "FINISHED"
+            except KeyboardInterrupt:
+                status = "KILLED"
+                raise
+            finally:
+                # also when stopped: what was measured is on disk and on the terminal
+                me.repair_runs()
+                try:
+                    best = outputs.write(study)
+                    _outputs.summary(study, self.objectives, list(space.distributions), best, self.sweep_dir,
+                                     space.value)
+                except Exception as exc:  # noqa: BLE001 - never hide the exception that ended the loop
+                    log.error("verlsweep: could not write the sweep outputs: %s", exc)
+                _tracking.finish_parent_run(tracking, status, others_alive=me.close(status))
+
+    def _grace_s(self) -> float:
+        return float(self.grace_period or 3 * self.heartbeat_interval)
+
+    def _tell_recovered(self, study: optuna.Study) -> Any:
+        """How a trial of a dead sweep whose own files prove its outcome is told: as this sweep tells one."""
+        def tell(frozen: optuna.trial.FrozenTrial, result: TrialResult) -> optuna.trial.TrialState:
+            return self._tell(study, optuna.Trial(study, frozen._trial_id), None, result).state
+        return tell
 
     # --- preparation ----------------------------------------------------------------------------------
 
@@ -154,6 +179,8 @@ class VerlSweepImpl(Sweeper):
         """The study (created, resumed or joined) and its raw storage, with the enqueued configs."""
         study, raw_storage = _study.open_study(url, name, directions, sampler, _study.pruner_spec(self.pruner_cfg),
                                                self.heartbeat_interval, self.grace_period, space)
+        if url:
+            study.set_user_attr(OBJECTIVES_ATTR, self.objectives)
         existing = len(study.get_trials(deepcopy=False))
         if existing:  # resumed or shared: do not replay the draws the seed made before
             others = _study.running_elsewhere(study, set())
@@ -268,52 +295,55 @@ class VerlSweepImpl(Sweeper):
     def _timed_out(self, started: float) -> bool:
         return self.timeout is not None and time.monotonic() - started >= float(self.timeout)
 
-    def _loop(self, study: optuna.Study, raw_storage: Any, space: _space.SearchSpace, n_trials: int,
-              links: dict[str, Any], outputs: _outputs.Outputs, started: float) -> None:
+    def _loop(self, study: optuna.Study, space: _space.SearchSpace, n_trials: int, links: dict[str, Any],
+              outputs: _outputs.Outputs, started: float, heartbeat: _study.Heartbeat,
+              me: _reconcile.SweepSession) -> None:
         failures: list[_results.Told] = []
         waited = False
-        with _study.Heartbeat(raw_storage, self.heartbeat_interval) as heartbeat:
-            while True:
-                _study.fail_stale(study)
-                left = _study.remaining(study, n_trials)
-                if self._timed_out(started):
-                    log.warning("verlsweep: timeout of %ss reached, no new trials (%d of %d left)",
-                                self.timeout, left, n_trials)
+        while True:
+            me.settle_stale()
+            left = _study.remaining(study, n_trials)
+            if self._timed_out(started):
+                log.warning("verlsweep: timeout of %ss reached, no new trials (%d of %d left)",
+                            self.timeout, left, n_trials)
+                return
+            if left == 0:
+                others = _study.running_elsewhere(study, set())
+                if not others:
                     return
-                if left == 0:
-                    others = _study.running_elsewhere(study, set())
-                    if not others:
-                        return
-                    if not waited:
-                        log.info("verlsweep: all %d trials handed out; waiting for trial(s) %s of another sweep "
-                                 "process (a dead one's go stale after the heartbeat grace period and are re-run)",
-                                 n_trials, others)
-                        waited = True
-                    time.sleep(min(self.heartbeat_interval, 5))
-                    continue
-                waited = False
-                trials = self._ask(study, space, min(self.n_jobs, left), n_trials)
-                if not trials:
-                    continue
-                heartbeat.add(t._trial_id for t in trials)
-                try:
-                    told = self._run_batch(study, space, trials, links)
-                finally:
-                    heartbeat.remove(t._trial_id for t in trials)
-                for t in told:
-                    if t.failed:
-                        failures.append(t)
-                    elif t.outcome != _results.NO_RESULT:
-                        failures.clear()
-                outputs.write(study)
-                if len(failures) >= self.max_consecutive_failures:
-                    raise SweepStopped(self._stop_message(failures))
+                if not waited:
+                    log.info("verlsweep: all %d trials handed out; waiting for trial(s) %s of another sweep "
+                             "process (a dead one's go stale after the heartbeat grace period and are re-run)",
+                             n_trials, others)
+                    waited = True
+                time.sleep(min(self.heartbeat_interval, 5))
+                continue
+            waited = False
+            trials = self._ask(study, space, min(self.n_jobs, left), n_trials, me)
+            if not trials:
+                continue
+            heartbeat.add(t._trial_id for t in trials)
+            try:
+                told = self._run_batch(study, space, trials, links)
+            finally:
+                heartbeat.remove(t._trial_id for t in trials)
+            for t in told:
+                if t.failed:
+                    failures.append(t)
+                elif t.outcome != _results.NO_RESULT:
+                    failures.clear()
+            me.repair_runs()
+            outputs.write(study)
+            if len(failures) >= self.max_consecutive_failures:
+                raise SweepStopped(self._stop_message(failures))
 
-    def _ask(self, study: optuna.Study, space: _space.SearchSpace, count: int, n_trials: int) -> list[optuna.Trial]:
+    def _ask(self, study: optuna.Study, space: _space.SearchSpace, count: int, n_trials: int,
+             me: _reconcile.SweepSession) -> list[optuna.Trial]:
         trials = []
         for _ in range(count):
             with _study.quiet_optuna():
                 trial = study.ask(fixed_distributions=space.distributions)
+            me.tag_trial(trial._trial_id)
             enqueued = {"fixed_params", "failed_trial"} & set(study._storage.get_trial_system_attrs(trial._trial_id))
             if not enqueued and _study.over_budget(study, trial.number, n_trials):
                 # another sweep process took the last slot at the same moment: give it back

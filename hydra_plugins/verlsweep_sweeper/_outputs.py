@@ -21,12 +21,13 @@ from optuna.trial import FrozenTrial, TrialState
 
 from hydra_plugins.verlsweep_sweeper._results import PLACEHOLDER_ATTR
 from hydra_plugins.verlsweep_sweeper._study import OVER_BUDGET_ATTR, budget_trials
+from verlsweep.common import crashpoint
+from verlsweep.reconcile.check import TRIALS_CSV, outcome
 
 log = logging.getLogger(__name__)
 
 OVERRIDES_ATTR = "overrides"      # user attr: the overrides the trial's job ran with
 SWEEP_DIR_ATTR = "verlsweep.sweep_dir"   # study user attr: the last sweep dir that wrote its outputs
-TRIALS_CSV = "trials.csv"
 BEST_YAML = "best.yaml"
 BEST_LAUNCH = "best_launch.sh"
 # overrides that tie a job to the sweep; a long run is a single run
@@ -41,11 +42,6 @@ def _write(path: Path, text: str, mode: int | None = None) -> None:
     if mode is not None:
         tmp.chmod(mode)
     tmp.replace(path)
-
-
-def outcome(t: FrozenTrial) -> str:
-    """The trial's outcome; a trial failed without one is one whose sweep process died or was stopped."""
-    return str(t.user_attrs.get("outcome") or ("interrupted" if t.state == TrialState.FAIL else t.state.name.lower()))
 
 
 def reportable(trials: list[FrozenTrial]) -> list[FrozenTrial]:
@@ -117,6 +113,17 @@ def _entry(t: FrozenTrial, objectives: list[str], shown: Callable[[str, Any], An
     }
 
 
+def write_trials(sweep_dir: Path, study: optuna.Study, objectives: list[str], param_names: list[str] | None = None,
+                 shown: Callable[[str, Any], Any] = lambda k, v: v) -> Path:
+    """trials.csv from the study alone (`param_names` default: every param any trial has)."""
+    if param_names is None:
+        param_names = list(dict.fromkeys(p for t in study.get_trials(deepcopy=False) for p in t.params))
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    path = sweep_dir / TRIALS_CSV
+    _write(path, _csv(study, objectives, param_names, shown))
+    return path
+
+
 class Outputs:
     """Writes the sweep's files. `compose_launch(overrides) -> bash text` builds best_launch.sh;
     `shown(param, value)` is a param's value as the command line has it (float steps rounded)."""
@@ -133,8 +140,8 @@ class Outputs:
         self._launch_for: int | None = None
 
     def write(self, study: optuna.Study) -> list[FrozenTrial]:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        _write(self.dir / TRIALS_CSV, _csv(study, self.objectives, self.param_names, self.shown))
+        write_trials(self.dir, study, self.objectives, self.param_names, self.shown)
+        crashpoint.reached("writing_outputs")
         best = best_trials(study)
         doc: dict[str, Any] = {"study_name": study.study_name, "storage": self.storage_url,
                                "directions": [d.name.lower() for d in study.directions],

@@ -123,6 +123,8 @@ def _record(trial: optuna.Trial, result: TrialResult, ret: JobReturn | None) -> 
         "job_dir": _job_dir(ret),
     }
     for key, value in attrs.items():
+        if key == "job_dir" and value is None:
+            continue          # told from the trial's own files: the task recorded its dir already
         trial.set_user_attr(key, value)
 
 

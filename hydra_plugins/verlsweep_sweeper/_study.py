@@ -3,8 +3,9 @@
 Storage is an Optuna RDB storage, sqlite in the working directory by default. Both sqlite and
 JournalFileBackend survived 16 processes x 15 trials x 10 reported steps on one study without a lost
 or doubled trial (benchmarks/storage_concurrency.py); only RDB storages have Optuna's heartbeat, which
-is how a restarted sweep tells a trial of a dead sweep from one another live sweep is running
-(optuna/storages/_heartbeat.py fail_stale_trials + RetryHeartbeatStaleTrialCallback).
+(with the sweep sessions of verlsweep/reconcile) is how a restarted sweep tells a trial of a dead
+sweep from one another live sweep is running; a dead sweep's trial is re-run once
+(optuna/storages/_callbacks.py RetryHeartbeatStaleTrialCallback).
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import logging
 import threading
 import warnings
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import optuna
 from omegaconf import DictConfig, OmegaConf
@@ -25,12 +26,11 @@ from optuna.trial import FrozenTrial, TrialState
 
 from hydra_plugins.verlsweep_sweeper._space import SearchSpace, SearchSpaceError, describe
 from verlsweep.common.errors import Problem
-from verlsweep.study_link import PRUNER_ATTR, open_storage
+from verlsweep.study_link import OVER_BUDGET_ATTR, PRUNER_ATTR, open_storage
 
 log = logging.getLogger(__name__)
 
 STALE_RETRIES = 1                      # a dead sweep's trial is re-run once, then counts as failed
-OVER_BUDGET_ATTR = "verlsweep.over_budget"
 SPACE_ATTR = "verlsweep.space"
 DIRECTIONS = ("minimize", "maximize")
 # command-line overrides that do not change what a trial measures, so do not split the study
@@ -219,11 +219,6 @@ def running_elsewhere(study: optuna.Study, mine: set[int]) -> list[int]:
             if t.number not in mine]
 
 
-def fail_stale(study: optuna.Study) -> None:
-    with quiet_optuna():
-        optuna.storages.fail_stale_trials(study)
-
-
 def abandon(study: optuna.Study, trials: Iterable[optuna.Trial]) -> None:
     """Trials this process can no longer finish (interrupted): FAIL and re-enqueue now, as a stale
     trial would be, so the next run does not wait for the heartbeat grace period."""
@@ -231,6 +226,7 @@ def abandon(study: optuna.Study, trials: Iterable[optuna.Trial]) -> None:
         retry = RetryHeartbeatStaleTrialCallback(max_retry=STALE_RETRIES)
     for trial in trials:
         with contextlib.suppress(Exception):
+            study._storage.set_trial_user_attr(trial._trial_id, "outcome", "interrupted")
             if study._storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL):
                 with quiet_optuna():
                     retry(study, study._storage.get_trial(trial._trial_id))
@@ -255,11 +251,13 @@ def enqueue(study: optuna.Study, entries: Iterable[dict[str, Any]]) -> int:
 
 
 class Heartbeat:
-    """Records a heartbeat for each trial this process has in flight, every `interval` seconds."""
+    """Records a heartbeat for each trial this process has in flight, every `interval` seconds, and
+    calls `also` (the sweep session's own beat, verlsweep.reconcile.sessions) as often."""
 
-    def __init__(self, storage: Any, interval: int) -> None:
+    def __init__(self, storage: Any, interval: int, also: Callable[[], None] | None = None) -> None:
         self.storage = storage
         self.interval = interval
+        self.also = also
         self._ids: set[int] = set()
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -289,6 +287,11 @@ class Heartbeat:
             with self._lock:
                 ids = list(self._ids)
             self._beat(ids)
+            if self.also is not None:
+                try:
+                    self.also()
+                except Exception as exc:  # noqa: BLE001 - as a missed trial beat
+                    log.debug("session heartbeat failed: %s", exc)
 
     def __enter__(self) -> "Heartbeat":
         if self.storage is not None:

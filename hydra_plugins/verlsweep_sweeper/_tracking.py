@@ -1,49 +1,74 @@
-"""The sweep's MLflow parent run (verlsweep/tracking/mlflow_runs.py owns MLflow; this is the call site).
+"""The sweep's MLflow side: the study's one parent run, and the runs reconciled with the study.
 
-Contract (verlsweep/tracking/mlflow_runs.py docstring): `start_sweep_run(cfg, study_name, search_space, ...)`
-before the first trial, `tracking.parent_run_id=<id>` passed to every trial, `finish_sweep_run` at
-the end. Without the tracking module, or with `tracking.enabled=false`, a sweep runs untracked.
+verlsweep/tracking owns MLflow (mlflow_runs: creating and ending runs; study_runs: a study's runs as
+a whole); this is the sweeper's call site. A study has one parent run: a resumed or second sweep
+process continues it (status back to RUNNING, `sweep.resumes` counted) unless
+`tracking.new_parent_run=true`, which starts a new one and tags the old `sweep.superseded_by`. The
+parent ends when the last live sweep session on the study ends. Untracked (`tracking.enabled=false`,
+or a dry run): nothing here runs.
 """
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import logging
 from typing import Any, Mapping
 
 from omegaconf import DictConfig, OmegaConf
 
+from verlsweep.reconcile.check import Tracking
+from verlsweep.tracking import mlflow_runs, study_runs
+
 log = logging.getLogger(__name__)
 
-PARENT_RUN_KEY = "tracking.parent_run_id"
+PARENT_RUN_KEY = mlflow_runs.PARENT_RUN_KEY
+KILLED_FOUND_BY_TAG = "sweep.killed_session_found_by"
 
 
-def _module() -> Any:
-    if not importlib.util.find_spec("verlsweep.tracking.mlflow_runs"):
-        return None
-    return importlib.import_module("verlsweep.tracking.mlflow_runs")
+def enabled(config: DictConfig) -> bool:
+    return bool(OmegaConf.select(config, "tracking.enabled", default=False))
 
 
-def start_parent_run(config: DictConfig, study_name: str, search_space: Mapping[str, Any], *,
-                     sampler: str, sweep_name: str | None) -> str | None:
-    """The parent run's id, or None when the sweep is not tracked.
+def where(config: DictConfig, study_name: str) -> dict[str, str]:
+    """{uri, experiment} of the study's runs, kept with the study for `verlsweep.report`."""
+    return {"uri": mlflow_runs.tracking_uri(config), "experiment": mlflow_runs.experiment_name(config, study_name)}
+
+
+def start_parent_run(config: DictConfig, study_name: str, search_space: Mapping[str, Any], *, sampler: str,
+                     sweep_name: str | None, session: str, others_alive: bool) -> Tracking | None:
+    """The study's parent run (continued, joined or new) and the store, or None when not tracked.
 
     An unusable store raises verlsweep.tracking.mlflow_runs.TrackingUnavailable (a ConfigError): before any trial.
+    `others_alive`: another sweep process works on the study now (its parent run is RUNNING for it).
     """
-    if not OmegaConf.select(config, "tracking.enabled", default=False):
+    if not enabled(config):
         return None
-    tracking = _module()
-    if tracking is None or not hasattr(tracking, "start_sweep_run"):
-        log.warning("tracking.enabled but verlsweep.tracking.mlflow_runs has no start_sweep_run: sweep not tracked")
-        return None
-    return tracking.start_sweep_run(config, study_name, dict(search_space), sampler=sampler, sweep_name=sweep_name)
+    client = mlflow_runs.client_for(mlflow_runs.tracking_uri(config))
+    name = mlflow_runs.experiment_name(config, study_name)
+    exp = mlflow_runs.ensure_experiment(client, name, mlflow_runs.artifact_location(config, name))
+    existing = study_runs.parents(client, exp, study_name)
+    new = bool(OmegaConf.select(config, "tracking.new_parent_run", default=False))
+    if existing and not new:
+        run = existing[0]
+        dead = run.info.status == "RUNNING" and not others_alive
+        if dead:
+            log.warning("verlsweep: parent run %s was left RUNNING by a sweep process that died; %s continues it",
+                        run.info.run_id, session)
+        if run.info.status != "RUNNING" or dead:
+            study_runs.continue_parent(client, run.info.run_id, {KILLED_FOUND_BY_TAG: session} if dead else {})
+        return Tracking(client, exp, run.info.run_id)
+    mine = mlflow_runs.start_sweep_run(config, study_name, dict(search_space), sampler=sampler, sweep_name=sweep_name)
+    if new:
+        for old in existing:
+            status = "KILLED" if old.info.status == "RUNNING" and not others_alive else old.info.status
+            study_runs.end_run(client, old.info.run_id, status, {study_runs.SUPERSEDED_TAG: mine})
+        return Tracking(client, exp, mine)
+    return Tracking(client, exp, study_runs.elect_parent(client, exp, study_name, mine))
 
 
-def finish_parent_run(config: DictConfig, run_id: str | None, status: str) -> None:
-    if run_id is None:
+def finish_parent_run(tracking: Tracking | None, status: str, others_alive: bool) -> None:
+    """End the parent unless another live sweep process still works on the study (the last one ends it)."""
+    if tracking is None or tracking.parent is None or others_alive:
         return
-    tracking = _module()
     try:
-        tracking.finish_sweep_run(config, run_id, status)
+        study_runs.end_run(tracking.client, tracking.parent, status)
     except Exception as exc:  # noqa: BLE001 - the sweep's results are on disk either way
-        log.warning("could not end MLflow parent run %s as %s: %s", run_id, status, exc)
+        log.warning("could not end MLflow parent run %s as %s: %s", tracking.parent, status, exc)

@@ -24,6 +24,12 @@ LOG_FILE = "trial.log"                         # everything the trial process pr
 METRICS_FILE = "metrics.jsonl"                 # verl's file-logger output (one JSON object per step)
 TAIL_FILE = "log_tail.txt"                     # the last lines of the log, for the MLflow run
 EXCERPT_FILE = "excerpt.txt"                   # the lines that decided a failed trial's outcome
+RESULT_FILE = "result.json"                    # the TrialResult, written the moment the runner returns
+PROCESSES_FILE = "processes.json"              # what identifies the trial's processes (orphan stop)
+
+# A test-only hook: `VERLSWEEP_CRASH_AT=<point>` SIGKILLs the process at that named point
+# (verlsweep/common/crashpoint.py), so a test hits a crash window deterministically.
+CRASH_AT_ENV = "VERLSWEEP_CRASH_AT"
 
 # How a credential's value is written wherever a trial's env is shown or tracked, and the variable
 # names taken for credentials.

@@ -67,9 +67,16 @@ class StepReporter(Protocol):
         """Record the value; True means the trial should be stopped now (pruned)."""
         ...
 
+    def record(self, key: str, value: Any) -> None:
+        """Keep a fact about the running trial with the sweep (e.g. what identifies its processes)."""
+        ...
+
 
 class NullReporter:
     """Single runs: nothing to report to, never prune."""
 
     def report(self, step: int, value: float) -> bool:
         return False
+
+    def record(self, key: str, value: Any) -> None:
+        pass

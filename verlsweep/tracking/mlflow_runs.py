@@ -54,8 +54,11 @@ DEFAULT_EXPERIMENT = "verlsweep"
 # verl/utils/tracking.py _MlflowLoggingAdapter._sanitize_key: the names verl's metrics get in MLflow
 _INVALID_METRIC_CHARS = re.compile(r"[^/\w.\- :]")
 
+# `orphaned`: its sweep died and a later one stopped what was left (verlsweep.reconcile);
+# `interrupted`: its sweep was stopped (Ctrl-C) mid-trial
 STATUS_BY_OUTCOME = {"completed": "FINISHED", "pruned": "KILLED", "timeout": "KILLED", "hang": "KILLED",
-                     "preempted": "KILLED"}
+                     "preempted": "KILLED", "orphaned": "KILLED", "interrupted": "KILLED"}
+ROLE_TAG = "sweep.role"           # "parent" on a sweep's parent run
 MAX_PARAMS_PER_BATCH = 100        # MLflow's log_batch limit
 # The run description (MLflow's `mlflow.note.content` tag) of every trial run: what its metrics mean.
 METRIC_NOTES = (
@@ -206,6 +209,7 @@ def start_sweep_run(cfg: DictConfig, study_name: str, search_space: Mapping[str,
         "sweep.study": study_name,
         "sweep.sampler": sampler or "",
         "sweep.runner": str(cfg.runner.name),
+        ROLE_TAG: "parent",
         **_group_tags(cfg),
     }
     run = client.create_run(exp_id, run_name=sweep_name or study_name, tags=tags)

@@ -42,6 +42,7 @@ from verlsweep.common.names import SECRET_NAME
 MARK_ENV = "VERLSWEEP_TRIAL_MARK"
 RUNTIME_ENV_VARS = "ray_kwargs.ray_init.runtime_env.env_vars"   # verl's ray.init(runtime_env=...) env_vars
 _ENV_NAME = re.compile(r"[A-Za-z_]\w*")
+RAY_TMP_PREFIX = "vsray-"        # short on purpose: Ray's unix socket paths live below it (~107 bytes max)
 
 
 def ray_isolation(env: dict[str, str], ray_address: str | None) -> str | None:
@@ -51,8 +52,7 @@ def ray_isolation(env: dict[str, str], ray_address: str | None) -> str | None:
         env["RAY_ADDRESS"] = ray_address
         return None
     env.pop("RAY_ADDRESS", None)
-    # short on purpose: Ray's unix socket paths live below it and are limited to ~107 bytes
-    tmp = tempfile.mkdtemp(prefix="vsray-")
+    tmp = tempfile.mkdtemp(prefix=RAY_TMP_PREFIX)
     env["RAY_TMPDIR"] = tmp
     # a private instance needs no token auth; with it Ray 2.60 writes ~/.ray/auth_token for each new
     # local cluster (tests/fixtures/REAL_VERL_NOTES.md, "Keeping Ray private")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import queue
+import socket
 import sys
 import time
 from dataclasses import dataclass
@@ -16,8 +17,8 @@ from typing import Mapping
 
 from omegaconf import DictConfig
 
-from verlsweep.trial import classify
-from verlsweep.trial import metrics
+from verlsweep.common import crashpoint
+from verlsweep.trial import classify, metrics, orphans
 from verlsweep.command.compose import Trial
 from verlsweep.trial.livetail import LiveTail
 from verlsweep.common.names import (EXCERPT_FILE, FILE_LOGGER_ENV, LOG_FILE, METRICS_FILE, MLFLOW_RUN_ID_ENV,
@@ -28,6 +29,8 @@ from verlsweep.trial.runners.base import RunDetails
 from verlsweep.trial import ray_cluster
 from verlsweep.trial.supervise import Supervised, ray_isolation, remove_tree, runtime_env_overrides
 
+IDENTITY_ATTR = "processes"      # the reporter key (an Optuna user attr in a sweep) of the trial's Identity
+IDENTITY_EVERY_S = 5.0           # how often the record follows new processes (Ray starts workers late)
 
 
 @dataclass(frozen=True)
@@ -184,6 +187,39 @@ def multi_node_cluster(cfg: DictConfig, proc_env: dict[str, str], trial_dir: Pat
     return ray_cluster.RayCluster(spec, proc_env, trial_dir)
 
 
+class IdentityRecorder:
+    """Keeps the trial's process identity (verlsweep.trial.orphans.Identity) in the trial dir and with
+    the sweep, so the next sweep on the study can stop this trial's processes if this sweep dies."""
+
+    def __init__(self, sup: Supervised, ray_tmp: Path | str | None, trial_dir: Path, reporter: StepReporter) -> None:
+        self.sup = sup
+        self.ray_tmp = str(ray_tmp) if ray_tmp else None
+        self.trial_dir = trial_dir
+        self.reporter = reporter
+        self._pids: set[int] = set()
+        self._next = 0.0
+
+    def maybe_record(self, now: float) -> None:
+        if now < self._next:
+            return
+        self._next = now + IDENTITY_EVERY_S
+        members = self.sup.members()
+        pids = {p.pid for p in members}
+        if not pids or pids <= self._pids:
+            return
+        self._pids |= pids
+        identity = orphans.Identity(host=socket.gethostname(), session=self.sup.pgid, mark=self.sup.mark,
+                                    ray_tmp=self.ray_tmp, trial_dir=str(self.trial_dir),
+                                    processes=orphans.describe(members))
+        try:
+            identity.write(self.trial_dir)
+        except OSError:
+            pass
+        record = getattr(self.reporter, "record", None)
+        if record is not None:
+            record(IDENTITY_ATTR, identity.to_dict())
+
+
 class ProcessRunner:
     """Base of `verl` and `script`: subclasses implement `command`."""
 
@@ -244,12 +280,17 @@ class ProcessRunner:
 
         with live, RayWatch.for_trial(cfg.runner, ray_tmp, proc_env) as ray_watch:
             sup = Supervised(argv, proc_env, trial_dir, trial_dir / LOG_FILE, on_line)
+            recorder = IdentityRecorder(sup, ray_tmp, trial_dir, watch.reporter)
             try:
                 while True:
                     rc = sup.wait(lim.poll_interval)
                     if watch.drain():
                         stopped, detail = "pruned", "pruned by the sweeper"
                         break
+                    if rc is None:
+                        recorder.maybe_record(time.monotonic())
+                        if len(watch.step_log):
+                            crashpoint.reached("trial_running")
                     if rc is not None:
                         break
                     stopped, detail = watch.over_limit(lim, time.monotonic())

@@ -1,0 +1,166 @@
+"""Stop what a dead sweep's trial left running: its verl driver, Ray daemons and workers.
+
+A sweep killed by the OOM killer, a lost SSH session or `kill -9` cannot stop its trial; the trial's
+process session (verlsweep.trial.supervise) lives on and keeps the devices, so the next trial would
+fail for a reason that is not its config. While a trial runs its supervisor records what identifies
+its processes (`Identity`: in the trial dir and in the Optuna trial's user attrs); the next sweep on
+the study stops exactly those.
+
+A process is the trial's only if it matches the record: the same pid *and* start time *and* command
+line (a recycled pid has another start time), or it carries the trial's own random marker in its
+environment (Ray's later workers inherit it; verlsweep.trial.supervise). Never by name: another
+user's, or another sweep's, `python -m verl.trainer.main_ppo` looks the same.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+import psutil
+
+from verlsweep.common.names import PROCESSES_FILE
+from verlsweep.trial.supervise import MARK_ENV, RAY_TMP_PREFIX, remove_tree
+
+_START_TOLERANCE_S = 0.05        # psutil's create_time is rounded to the clock tick
+
+
+@dataclass
+class Identity:
+    """What identifies one trial's processes."""
+
+    host: str
+    session: int                                  # session id = the trial leader's pid
+    mark: str                                     # MARK_ENV value of every process of the trial
+    ray_tmp: str | None = None                    # the trial's private RAY_TMPDIR
+    trial_dir: str | None = None
+    processes: list[dict[str, Any]] = field(default_factory=list)   # {pid, create_time, cmdline}
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Identity":
+        known = {k: data[k] for k in ("host", "session", "mark", "ray_tmp", "trial_dir", "processes") if k in data}
+        return cls(**known)
+
+    def write(self, trial_dir: Path) -> Path:
+        path = trial_dir / PROCESSES_FILE
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
+        tmp.replace(path)
+        return path
+
+
+def describe(procs: Iterable[psutil.Process]) -> list[dict[str, Any]]:
+    out = []
+    for proc in procs:
+        try:
+            out.append({"pid": proc.pid, "create_time": proc.create_time(), "cmdline": proc.cmdline()})
+        except psutil.Error:
+            continue
+    return out
+
+
+def read(trial_dir: str | os.PathLike | None) -> Identity | None:
+    if not trial_dir:
+        return None
+    path = Path(trial_dir) / PROCESSES_FILE
+    try:
+        return Identity.from_dict(json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def _matches_record(proc: psutil.Process, record: dict[str, Any]) -> bool:
+    try:
+        return (abs(proc.create_time() - float(record["create_time"])) <= _START_TOLERANCE_S
+                and proc.cmdline() == list(record["cmdline"]))
+    except (psutil.Error, KeyError, TypeError, ValueError):
+        return False
+
+
+def _alive(proc: psutil.Process) -> bool:
+    try:
+        return proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def find(identity: Identity) -> list[psutil.Process]:
+    """The identity's processes that are still alive on this host (none on another host)."""
+    if identity.host != socket.gethostname():
+        return []
+    found: dict[int, psutil.Process] = {}
+    for record in identity.processes:
+        try:
+            proc = psutil.Process(int(record["pid"]))
+        except (psutil.Error, KeyError, TypeError, ValueError):
+            continue
+        if _matches_record(proc, record):
+            found[proc.pid] = proc
+    uid = os.getuid()
+    for proc in psutil.process_iter(["uids"]):
+        if proc.pid in found or proc.pid == os.getpid():
+            continue
+        try:
+            if proc.info["uids"] is None or proc.info["uids"].real != uid:
+                continue
+            if identity.mark and proc.environ().get(MARK_ENV) == identity.mark:
+                found[proc.pid] = proc
+        except (psutil.Error, OSError):
+            continue
+    return [p for p in found.values() if _alive(p)]
+
+
+def _signal(procs: Iterable[psutil.Process], sig: int) -> None:
+    for proc in procs:
+        try:
+            proc.send_signal(sig)
+        except psutil.Error:
+            pass
+
+
+def _wait_gone(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
+    # not psutil.wait_procs: an orphan re-parented to an init that does not reap stays a zombie
+    deadline = time.monotonic() + timeout
+    alive = [p for p in procs if _alive(p)]
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.05)
+        alive = [p for p in alive if _alive(p)]
+    return alive
+
+
+def stop(identity: Identity, grace_s: float) -> list[dict[str, Any]]:
+    """SIGTERM every matching process, `grace_s` to exit, SIGKILL the rest; remove the trial's Ray
+    temp dir. Returns what was found alive ({pid, create_time, cmdline}); [] when nothing was."""
+    procs = find(identity)
+    found = describe(procs)
+    if procs:
+        _signal(procs, signal.SIGTERM)
+        left = _wait_gone(procs, grace_s)
+        for _ in range(3):    # a second look: a dying Ray driver may have started one more worker
+            left = list({p.pid: p for p in left + find(identity)}.values())
+            if not left:
+                break
+            _signal(left, signal.SIGKILL)
+            left = _wait_gone(left, 5.0)
+    if identity.host == socket.gethostname():
+        remove_ray_tmp(identity.ray_tmp)
+    return found
+
+
+def remove_ray_tmp(path: str | None) -> None:
+    """Only a dir this project made (tempfile.mkdtemp(prefix=RAY_TMP_PREFIX)): the path comes from the
+    study's storage, and a stray value there must never remove anything else."""
+    if not path:
+        return
+    p = Path(path)
+    if p.name.startswith(RAY_TMP_PREFIX) and p.parent == Path(tempfile.gettempdir()):
+        remove_tree(str(p))
