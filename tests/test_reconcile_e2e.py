@@ -150,3 +150,39 @@ def test_a_sweep_killed_at_each_point_in_turn_tells_one_story_over_an_mlflow_ser
     parent = [r for r in runs(mlflow_server) if r.data.tags.get("sweep.role") == "parent"][0]
     assert parent.data.tags["sweep.resumes"] == "3"
     assert survivors(mark) == []
+
+
+def test_two_live_sweep_processes_on_one_study_never_touch_each_others_trials_or_runs(tiny_model_dir, gsm8k_dir,
+                                                                                     empty_mlflow_db, tmp_path):
+    uri = copy_store(empty_mlflow_db, tmp_path)
+    args, env = setup(tmp_path, tiny_model_dir, gsm8k_dir, uri, n_trials=4)
+    args = [a for a in args if not a.startswith("hydra.sweep.dir=")] + ["trial.steps=6"]
+    mark = new_mark()
+
+    def start(sweep_dir: str) -> subprocess.Popen:
+        full = {**os.environ, **env, "VERLSWEEP_TEST_MARK": mark}
+        full.pop("MLFLOW_TRACKING_URI", None)
+        return subprocess.Popen([sys.executable, str(Path(STANDIN).parents[2] / "sweep.py"), "-m", *args,
+                                 f"hydra.sweep.dir={tmp_path / sweep_dir}"], cwd=tmp_path, env=full,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    a = start("a")
+    deadline = time.monotonic() + 300
+    while not list((tmp_path / "a").glob("*/metrics.jsonl")):    # a's first trial is running
+        assert a.poll() is None and time.monotonic() < deadline, a.stdout.read()[-3000:] if a.poll() else "timeout"
+        time.sleep(0.2)
+    b = start("b")                                               # starts while a's trial runs
+    outs = {name: p.communicate(timeout=900)[0] for name, p in (("b", b), ("a", a))}
+    assert a.returncode == 0 and b.returncode == 0, outs["a"][-3000:] + outs["b"][-3000:]
+    assert all("of a sweep process that died" not in out for out in outs.values())
+    trials = [t for t in study(tmp_path).get_trials() if not t.system_attrs.get("verlsweep.over_budget")]
+    assert [(t.state.name, t.user_attrs["outcome"]) for t in trials] == [("COMPLETE", "completed")] * 4
+    assert len({t.system_attrs["verlsweep.session"] for t in trials}) == 2      # both did work
+    all_runs = runs(uri)
+    assert [r for r in all_runs if r.info.status == "RUNNING"] == []
+    (parent,) = [r for r in all_runs if r.data.tags.get("sweep.role") == "parent"]
+    assert parent.info.status == "FINISHED" and "sweep.killed_session_found_by" not in parent.data.tags
+    children = sorted(int(r.data.tags["trial.number"]) for r in all_runs if "trial.number" in r.data.tags)
+    assert children == [t.number for t in trials]
+    assert all(r.info.status == "FINISHED" for r in all_runs if "trial.number" in r.data.tags)
+    assert survivors(mark) == []

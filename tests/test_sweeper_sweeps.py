@@ -165,7 +165,7 @@ def test_resume_after_sigkill_reruns_the_killed_trial_once_and_keeps_n_trials_to
     counts = Counter(key(t.params) for t in trials)
     assert counts[key(trials[2].params)] == 2
     assert all(c == 1 for k, c in counts.items() if k != key(trials[2].params))
-    assert [r["outcome"] for r in rows(tmp_path, "sweep2")].count("interrupted") == 1
+    assert [r["outcome"] for r in rows(tmp_path, "sweep2")].count("orphaned") == 1
 
 
 def test_two_sweep_processes_share_one_study_without_running_a_trial_twice(tmp_path):

@@ -33,6 +33,7 @@ from verlsweep.tracking.mlflow_runs import status_for
 log = logging.getLogger("verlsweep.reconcile")
 
 TRIALS_CSV = "trials.csv"
+_MEASURED = ("objective", "peak_memory_gb")      # user attrs the sweeper records, metrics the task logs
 
 
 @dataclass
@@ -99,7 +100,7 @@ def run_findings(study: optuna.Study, tracking: Tracking, skip_sessions: set[str
             if run.info.status not in want or tag in (None, "", "running"):
                 out.append(Finding(f"trial {t.number} is {t.state.name} ({said}) but its MLflow run {run.info.run_id} "
                                    f"is {run.info.status} (trial.outcome={tag})",
-                                   _fix_end(client, run, want, said)))
+                                   _fix_end(client, run, want, said, t)))
     for number in sorted(set(runs) - {t.number for t in study.get_trials(deepcopy=False)}):
         out.append(Finding(f"MLflow run(s) {[r.info.run_id for r in runs[number]]} name trial {number}, "
                            "which the study does not have"))
@@ -116,8 +117,11 @@ def _fix_missing(client: Any, exp: str, name: str, t: FrozenTrial, parent: str |
     return fix
 
 
-def _fix_end(client: Any, run: Any, want: tuple[str, ...], said: str) -> Callable[[], Any]:
+def _fix_end(client: Any, run: Any, want: tuple[str, ...], said: str, t: FrozenTrial) -> Callable[[], Any]:
     def fix() -> None:
+        if run.info.status == "RUNNING":
+            # its sweep died before the task ended the run: the measurement the study holds goes with it
+            study_runs.log_measurements(client, run.info.run_id, {k: t.user_attrs.get(k) for k in _MEASURED})
         tag = run.data.tags.get(study_runs.OUTCOME_TAG)
         tags = {} if tag not in (None, "", "running") else {study_runs.OUTCOME_TAG: said}
         if tags and said == stale_trials.ORPHANED:

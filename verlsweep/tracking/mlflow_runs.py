@@ -1,4 +1,4 @@
-"""MLflow: one experiment per study, a parent run per sweep, a nested child run per trial.
+"""MLflow: one experiment per study, one parent run per study, a nested child run per trial.
 
 Contract with the sweeper (hydra_plugins/verlsweep_sweeper)
 -----------------------------------------------------------
@@ -7,8 +7,8 @@ Contract with the sweeper (hydra_plugins/verlsweep_sweeper)
    `cfg` is the sweep's composed config; it fails with TrackingUnavailable (a ConfigError naming
    `tracking.uri`) when the store is unreachable or unwritable, so no trial starts. The parent run
    is created in experiment `experiment_name(cfg, study_name)` with tags `sweep.name`,
-   `sweep.hardware`, `sweep.algorithm`, `sweep.model`, `sweep.sampler`, `sweep.study`; params: the
-   fixed recipe values (dotted verl keys, swept keys left out); artifact `search_space.json`.
+   `sweep.hardware`, `sweep.algorithm`, `sweep.model`, `sweep.sampler`, `sweep.study`, `sweep.role=parent`;
+   params: the fixed recipe values (dotted verl keys, swept keys left out); artifact `search_space.json`.
 2. Every trial gets the overrides `tracking.parent_run_id=<parent_id>` (and `trial.number`,
    `trial.study_name` as the sweeper defines them). The child run is then created in the parent's experiment
    with tag `mlflow.parentRunId`, so a trial can never land in a different experiment than its sweep.

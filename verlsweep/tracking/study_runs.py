@@ -91,6 +91,18 @@ def set_tags(client: Any, run_id: str, tags: Mapping[str, str]) -> None:
         client.log_batch(run_id, tags=[RunTag(k, str(v)[:5000]) for k, v in tags.items()])
 
 
+def log_measurements(client: Any, run_id: str, values: Mapping[str, Any]) -> None:
+    """Metrics a run lacks, from the trial (a run its task could not finish)."""
+    from mlflow.entities import Metric
+
+    have = client.get_run(run_id).data.metrics
+    now = int(time.time() * 1000)
+    metrics = [Metric(k, float(v), now, 0) for k, v in values.items()
+               if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in have]
+    if metrics:
+        client.log_batch(run_id, metrics=metrics)
+
+
 def end_run(client: Any, run_id: str, status: str, tags: Mapping[str, str] | None = None) -> None:
     """End (or correct the end state of) a run; a run already ended keeps its end time."""
     set_tags(client, run_id, tags or {})
