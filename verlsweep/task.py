@@ -21,8 +21,8 @@ from verlsweep.plan import ray_demand
 from verlsweep.command import knobs
 from verlsweep.command.compose import Trial, build_trial
 from verlsweep.common import crashpoint
-from verlsweep.common.names import (COMMAND_JSON, COMMAND_SH, EXCERPT_FILE, FILE_LOGGER_ENV, METRICS_FILE, RESULT_FILE,
-                                    TRIAL_DIR_ENV)
+from verlsweep.common.names import (COMMAND_JSON, COMMAND_SH, EXCERPT_FILE, FILE_LOGGER_ENV, JOB_DIR_ATTR, METRICS_FILE,
+                                    RESULT_FILE, RUN_ID_ATTR, TRIAL_DIR_ENV)
 from verlsweep.common.errors import ConfigError, MissingPath, Problem
 from verlsweep.common.result import TrialResult
 from verlsweep.common import slurm
@@ -128,10 +128,10 @@ def run(cfg: DictConfig) -> Any:
 
     reporter = study_link.reporter_for(cfg)
     # where a later sweep finds this trial's files (result.json, processes.json) if this sweep dies
-    reporter.record("job_dir", str(out.resolve()))
+    reporter.record(JOB_DIR_ATTR, str(out.resolve()))
     tracked = _start_tracking(cfg)
     if tracked is not None:
-        reporter.record("run_id", tracked.run_id)
+        reporter.record(RUN_ID_ATTR, tracked.run_id)
     _write_command(trial, out)
     result, details, peak, refused = None, None, None, False
     try:

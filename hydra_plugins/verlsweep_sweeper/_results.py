@@ -26,6 +26,7 @@ from optuna.trial import TrialState
 
 from hydra_plugins.verlsweep_sweeper import _study
 from verlsweep.common.errors import ConfigError
+from verlsweep.common.names import JOB_DIR_ATTR
 from verlsweep.common.result import CONSTRAINT_OUTCOMES, TrialResult
 
 # > 0: the trial did not fit (oom), was predicted not to (infeasible: HBM or Ray CPUs) or its Ray could
@@ -120,10 +121,10 @@ def _record(trial: optuna.Trial, result: TrialResult, ret: JobReturn | None) -> 
         "run_id": result.run_id,
         "excerpt": (result.excerpt or "")[-_EXCERPT_CHARS:] or None,
         "metrics": {k: float(v) for k, v in (result.metrics or {}).items() if _finite(v)},
-        "job_dir": _job_dir(ret),
+        JOB_DIR_ATTR: _job_dir(ret),
     }
     for key, value in attrs.items():
-        if key == "job_dir" and value is None:
+        if key == JOB_DIR_ATTR and value is None:
             continue          # told from the trial's own files: the task recorded its dir already
         trial.set_user_attr(key, value)
 
@@ -135,7 +136,7 @@ def tell(study: optuna.Study, trial: optuna.Trial, ret: JobReturn | None, object
         result = result_of(ret, objectives)
     if result is None:
         trial.set_user_attr("outcome", NO_RESULT)
-        trial.set_user_attr("job_dir", _job_dir(ret))
+        trial.set_user_attr(JOB_DIR_ATTR, _job_dir(ret))
         tell_state(study, trial, state=TrialState.FAIL)
         return Told(trial.number, NO_RESULT, TrialState.FAIL, None)
     _record(trial, result, ret)

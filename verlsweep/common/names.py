@@ -27,6 +27,12 @@ EXCERPT_FILE = "excerpt.txt"                   # the lines that decided a failed
 RESULT_FILE = "result.json"                    # the TrialResult, written the moment the runner returns
 PROCESSES_FILE = "processes.json"              # what identifies the trial's processes (orphan stop)
 
+# Optuna user attrs a trial process records about itself while it runs (verlsweep.study_link), read by a
+# later sweep when this one dies (verlsweep.reconcile).
+JOB_DIR_ATTR = "job_dir"                       # the trial's dir
+RUN_ID_ATTR = "run_id"                         # its MLflow run
+PROCESSES_ATTR = "processes"                   # the same record as PROCESSES_FILE
+
 # A test-only hook: `VERLSWEEP_CRASH_AT=<point>` SIGKILLs the process at that named point
 # (verlsweep/common/crashpoint.py), so a test hits a crash window deterministically.
 CRASH_AT_ENV = "VERLSWEEP_CRASH_AT"

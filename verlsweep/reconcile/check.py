@@ -80,9 +80,7 @@ def run_findings(study: optuna.Study, tracking: Tracking, skip_sessions: set[str
     name = study.study_name
     runs = study_runs.children(client, exp, name)
     out: list[Finding] = []
-    numbers = set()
     for t in counted(study):
-        numbers.add(t.number)
         if t.system_attrs.get(sessions.TRIAL_ATTR) in skip_sessions:
             continue
         mine = runs.get(t.number, [])

@@ -32,7 +32,6 @@ class Session:
     started: float
     beat: float
     ended: str | None = None          # the end status, once the session ended cleanly
-    parent_run_id: str | None = None
 
     @property
     def key(self) -> str:
@@ -42,11 +41,11 @@ class Session:
         return f"sweep session {self.id} (pid {self.pid} on {self.host})"
 
 
-def new(parent_run_id: str | None = None) -> Session:
+def new() -> Session:
     now = time.time()
     me = psutil.Process()
     return Session(id=uuid.uuid4().hex[:12], host=socket.gethostname(), pid=os.getpid(),
-                   create_time=me.create_time(), started=now, beat=now, parent_run_id=parent_run_id)
+                   create_time=me.create_time(), started=now, beat=now)
 
 
 def save(storage: Any, study_id: int, session: Session) -> None:

@@ -21,10 +21,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 import optuna
-from optuna.storages._heartbeat import is_heartbeat_enabled
 from optuna.trial import FrozenTrial, TrialState
 
-from verlsweep.common.names import LOG_FILE, RESULT_FILE
+from verlsweep.common.names import JOB_DIR_ATTR, LOG_FILE, PROCESSES_ATTR, RESULT_FILE
 from verlsweep.common.result import OUTCOMES, TrialResult
 from verlsweep.reconcile import sessions
 from verlsweep.trial import classify, orphans
@@ -32,8 +31,6 @@ from verlsweep.trial import classify, orphans
 log = logging.getLogger("verlsweep.reconcile")
 
 ORPHANED = "orphaned"
-IDENTITY_ATTR = "processes"          # user attr the trial's runner records (verlsweep.trial.runners.process)
-JOB_DIR_ATTR = "job_dir"
 
 # tell(trial, result) -> the state told; raises when the trial was finished meanwhile
 Tell = Callable[[FrozenTrial, TrialResult], TrialState]
@@ -54,7 +51,8 @@ def stale(study: optuna.Study, grace_s: float) -> list[FrozenTrial]:
     storage = study._storage
     known = sessions.all_of(storage, study._study_id)
     beat_stale: set[int] = set()
-    if is_heartbeat_enabled(storage):
+    if getattr(storage, "get_heartbeat_interval", lambda: None)():
+        # the query optuna.storages.fail_stale_trials runs; it fails them at once, we settle them first
         beat_stale = set(storage._get_stale_trial_ids(study._study_id))
     here = socket.gethostname()
     out = []
@@ -70,13 +68,13 @@ def stale(study: optuna.Study, grace_s: float) -> list[FrozenTrial]:
 
 
 def job_dir(t: FrozenTrial) -> Path | None:
-    path = t.user_attrs.get(JOB_DIR_ATTR) or (t.user_attrs.get(IDENTITY_ATTR) or {}).get("trial_dir")
+    path = t.user_attrs.get(JOB_DIR_ATTR) or (t.user_attrs.get(PROCESSES_ATTR) or {}).get("trial_dir")
     return Path(path) if path else None
 
 
 def identity(t: FrozenTrial) -> orphans.Identity | None:
     """The newer of the two records (the trial dir's file is written first, the attr may lag)."""
-    attr = t.user_attrs.get(IDENTITY_ATTR)
+    attr = t.user_attrs.get(PROCESSES_ATTR)
     recorded = orphans.Identity.from_dict(attr) if isinstance(attr, dict) else None
     on_disk = orphans.read(job_dir(t))
     if recorded is None or (on_disk is not None and len(on_disk.processes) >= len(recorded.processes)):

@@ -15,7 +15,7 @@ not the oldest deletes it and joins the oldest.
 from __future__ import annotations
 
 import time
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
 from verlsweep.tracking.mlflow_runs import ROLE_TAG, status_for
 
@@ -130,6 +130,3 @@ def record_trial(client: Any, exp_id: str, study: str, number: int, parent: str 
     client.set_terminated(run.info.run_id, status or status_for(outcome), end_time=int(time.time() * 1000))
     return run.info.run_id
 
-
-def statuses(runs: Iterable[Any]) -> list[str]:
-    return [r.info.status for r in runs]

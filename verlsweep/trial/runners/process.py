@@ -21,7 +21,7 @@ from verlsweep.common import crashpoint
 from verlsweep.trial import classify, metrics, orphans
 from verlsweep.command.compose import Trial
 from verlsweep.trial.livetail import LiveTail
-from verlsweep.common.names import (EXCERPT_FILE, FILE_LOGGER_ENV, LOG_FILE, METRICS_FILE, MLFLOW_RUN_ID_ENV,
+from verlsweep.common.names import (EXCERPT_FILE, FILE_LOGGER_ENV, LOG_FILE, METRICS_FILE, MLFLOW_RUN_ID_ENV, PROCESSES_ATTR,
                                      TAIL_FILE, TRIAL_DIR_ENV)
 from verlsweep.common.result import StepReporter, TrialResult
 from verlsweep.trial.ray_watch import RayWatch
@@ -29,7 +29,6 @@ from verlsweep.trial.runners.base import RunDetails
 from verlsweep.trial import ray_cluster
 from verlsweep.trial.supervise import Supervised, ray_isolation, remove_tree, runtime_env_overrides
 
-IDENTITY_ATTR = "processes"      # the reporter key (an Optuna user attr in a sweep) of the trial's Identity
 IDENTITY_EVERY_S = 5.0           # how often the record follows new processes (Ray starts workers late)
 
 
@@ -217,7 +216,7 @@ class IdentityRecorder:
             pass
         record = getattr(self.reporter, "record", None)
         if record is not None:
-            record(IDENTITY_ATTR, identity.to_dict())
+            record(PROCESSES_ATTR, identity.to_dict())
 
 
 class ProcessRunner:
