@@ -237,3 +237,50 @@ def test_the_process_identity_is_written_where_a_later_sweep_reads_it(tmp_path):
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_resumed_study_continues_its_one_parent_run_unless_a_new_one_is_asked_for(store):
+    from omegaconf import open_dict
+
+    from hydra_plugins.verlsweep_sweeper import _tracking
+    from verlsweep.command.compose import compose_config
+
+    cfg = compose_config([f"tracking.uri={store}"])
+    client = MlflowClient(store)
+
+    def start(session: str, others_alive: bool = False) -> str:
+        return _tracking.start_parent_run(cfg, "s", {}, sampler="TPESampler", sweep_name=None, session=session,
+                                          others_alive=others_alive).parent
+
+    def run(run_id: str):
+        return client.get_run(run_id)
+
+    first = start("A")                       # ... and sweep A is SIGKILLed: its parent stays RUNNING
+    assert start("B") == first
+    assert run(first).info.status == "RUNNING"
+    assert run(first).data.tags["sweep.resumes"] == "1" and run(first).data.tags[_tracking.KILLED_FOUND_BY_TAG] == "B"
+    _tracking.finish_parent_run(_tracking.Tracking(client, run(first).info.experiment_id, first), "FINISHED", False)
+    assert run(first).info.status == "FINISHED"
+    assert start("C") == first and run(first).info.status == "RUNNING"
+    assert run(first).data.tags["sweep.resumes"] == "2"
+    assert start("D", others_alive=True) == first                 # joins a live sweep: not a resume
+    assert run(first).data.tags["sweep.resumes"] == "2"
+    with open_dict(cfg):
+        cfg.tracking.new_parent_run = True
+    new = start("E")
+    assert new != first
+    assert run(first).info.status == "KILLED" and run(first).data.tags["sweep.superseded_by"] == new
+
+
+def test_two_sweeps_that_each_created_a_parent_at_once_keep_the_older_one(store):
+    from verlsweep.tracking import study_runs
+
+    client = MlflowClient(store)
+    exp = client.create_experiment("s")
+    tags = {"sweep.role": "parent", "sweep.study": "s"}
+    older = client.create_run(exp, tags=tags, start_time=1_000).info.run_id
+    mine = client.create_run(exp, tags=tags, start_time=2_000).info.run_id
+    assert study_runs.elect_parent(client, exp, "s", older) == older       # the older one's process keeps it
+    assert study_runs.elect_parent(client, exp, "s", mine) == older        # the younger one's deletes its own
+    assert client.get_run(mine).info.lifecycle_stage == "deleted"
+    assert [r.info.run_id for r in study_runs.parents(client, exp, "s")] == [older]
