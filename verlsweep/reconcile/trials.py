@@ -103,7 +103,8 @@ def from_log(directory: Path | None) -> tuple[str, str] | None:
                 scanner.feed(line)
     except OSError:
         return None
-    found = scanner.best()
+    # only an unambiguous text: the process may have died of it, or of our stopping it
+    found = scanner.cause(ambiguous=False)
     if found is None or found[0].outcome not in OUTCOMES:
         return None
     return found[0].outcome, found[1]
