@@ -284,3 +284,16 @@ def test_two_sweeps_that_each_created_a_parent_at_once_keep_the_older_one(store)
     assert study_runs.elect_parent(client, exp, "s", mine) == older        # the younger one's deletes its own
     assert client.get_run(mine).info.lifecycle_stage == "deleted"
     assert [r.info.run_id for r in study_runs.parents(client, exp, "s")] == [older]
+
+
+def test_a_complete_study_whose_last_sweep_died_is_reconciled_once(tmp_path):
+    from hydra_plugins.verlsweep_sweeper import _reconcile
+
+    storage = open_storage(f"sqlite:///{tmp_path / 'study.db'}", heartbeat_interval=1, grace_period=2)
+    study = optuna.create_study(storage=storage, study_name="c")
+    sessions.save(storage, study._study_id, dead_session())
+    assert _reconcile.died_unreconciled(study, 2.0)          # the re-run must not just say "complete"
+    me = _reconcile.SweepSession(study, storage, 2.0, 1.0, tell=None)
+    me.open()
+    me.close("FINISHED")
+    assert not _reconcile.died_unreconciled(study, 2.0)      # reconciled: the next re-run only says so
