@@ -4,8 +4,7 @@
 session, its private Ray and stopping the whole tree; `orphans` stops what a dead sweep's trial left
 running; `ray_watch` (+ its `ray_probe` process) reads that Ray's pending demand; `metrics` reads verl's
 file logger and console steps; `patterns` holds the failure texts with their sources, `classify` turns
-exit status + log into an outcome; `livetail` shows the log in
-the terminal.
+exit status + log into an outcome; `livetail` shows the log in the terminal.
 
 May import: verlsweep.common, verlsweep.command (the Trial), verlsweep.plan (runner=estimate).
 Never tracking, the sweeper or task.py.
