@@ -15,6 +15,7 @@ ALLOWED = {
     "trial": {"common", "command", "plan"},
     "tracking": {"common", "command", "plan", "trial"},
     "study_link": {"common"},
+    "report": {"common"},
 }
 
 

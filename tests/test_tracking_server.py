@@ -1,6 +1,7 @@
 """HTTP tracking: a real `mlflow server` on 127.0.0.1, started and stopped by the test."""
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -8,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 import requests
@@ -26,15 +28,15 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture
-def mlflow_server(tmp_path):
+@contextlib.contextmanager
+def serve(backend_uri: str, tmp_path: Path) -> Iterator[str]:
+    """`mlflow server` on 127.0.0.1 (a free port) for `backend_uri`; its URL, stopped on exit."""
     port = free_port()
     uri = f"http://127.0.0.1:{port}"
     log = (tmp_path / "server.log").open("w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
-         "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}",
-         "--artifacts-destination", str(tmp_path / "server-artifacts")],
+         "--backend-store-uri", backend_uri, "--artifacts-destination", str(tmp_path / "server-artifacts")],
         cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.monotonic() + 120
@@ -56,6 +58,12 @@ def mlflow_server(tmp_path):
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         log.close()
+
+
+@pytest.fixture
+def mlflow_server(tmp_path):
+    with serve(f"sqlite:///{tmp_path / 'server.db'}", tmp_path) as uri:
+        yield uri
 
 
 def test_trial_tracked_over_http_nests_under_its_sweep_with_verls_metrics(mlflow_server, tiny_model_dir, gsm8k_dir,

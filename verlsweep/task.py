@@ -126,9 +126,8 @@ def run(cfg: DictConfig) -> Any:
     reporter = study_link.reporter_for(cfg)
     tracked = _start_tracking(cfg)
     _write_command(trial, out)
-    result, details, peak, refused = None, None, None, False
-    try:
-        result = preflight_result(cfg, runner)
+        verdict = plan.preflight(cfg, local=_runs_here(runner))
+        result = preflight_result(cfg, runner, verdict)
         refused = result is not None
         if result is None:
             monitor = _start_monitor(cfg, trial, tracked, runner)
@@ -153,6 +152,8 @@ def run(cfg: DictConfig) -> Any:
         raise
     if tracked is not None:
         result.run_id = tracked.run_id
+    if verdict is not None:          # the report sets predictions next to measurements
+        result.predicted = verdict.metrics()
     _finish(cfg, tracked, result, details, out, device_peak=peak)
     if refused and not multirun:
         _report(result, out, multirun=True)
@@ -162,11 +163,12 @@ def run(cfg: DictConfig) -> Any:
     return _report(result, out, multirun)
 
 
-def preflight_result(cfg: DictConfig, runner: Any = None) -> TrialResult | None:
+def preflight_result(cfg: DictConfig, runner: Any = None, verdict: Any = None) -> TrialResult | None:
     """The planner's verdict before launch: predicted infeasible (HBM, or fewer Ray CPUs than verl
     reserves) under `plan.enforce` becomes the trial's outcome `infeasible` (a constraint violation for
     the sweeper), nothing launched."""
-    verdict = plan.preflight(cfg, local=_runs_here(runner))
+    if verdict is None:
+        verdict = plan.preflight(cfg, local=_runs_here(runner))
     if verdict.feasible:
         return None
     if not plan.blocks_launch(cfg, verdict):
@@ -255,12 +257,15 @@ def _report(result: TrialResult, out: Path, multirun: bool) -> TrialResult:
     if result.peak_memory_gb is not None:
         line += f", peak {result.peak_memory_gb:.2f} GB"
     line += f", {result.steps} step(s), {result.duration_s:.1f} s, run {result.run_id}, dir {out}"
-    sys.stdout.write(line + "\n")
     if result.excerpt and not result.ok:
-        sys.stdout.write(f"  {result.excerpt.splitlines()[0][:300]}\n")
+        line += f"\n  {result.excerpt.splitlines()[0][:300]}"
         if result.outcome == "no_devices":
-            sys.stdout.write("  verl found no accelerator: runner=verl needs the NPUs/GPUs the hardware group "
-                             "describes; on a machine without them use runner=estimate.\n")
+            line += ("\n  verl found no accelerator: runner=verl needs the NPUs/GPUs the hardware group "
+                     "describes; on a machine without them use runner=estimate.")
+    if multirun:     # the sweeper prints one line per trial; the whole line stays in the job's log
+        log.info("%s", line)
+        return result
+    sys.stdout.write(line + "\n")
     sys.stdout.flush()
     if not multirun and not result.ok:
         raise SystemExit(1)

@@ -24,10 +24,12 @@ from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
-from hydra_plugins.verlsweep_sweeper import _outputs, _results, _space, _study, _tracking
+from hydra_plugins.verlsweep_sweeper import _outputs, _progress, _results, _space, _study, _tracking, _view
 from hydra_plugins.verlsweep_sweeper._space import SearchSpaceError
 from verlsweep.common.errors import ConfigError, Problem, full_traceback_wanted
 from verlsweep.command.overrides import format_value
+from verlsweep.common.labels import path_safe, trial_label
+from verlsweep.common.names import N_TRIALS_ATTR, OBJECTIVES_ATTR
 from verlsweep.common.result import TrialResult
 from verlsweep.study_link import absolute_storage_url
 
@@ -76,6 +78,10 @@ class VerlSweepImpl(Sweeper):
         self.launcher = None
         self.job_idx = 0
         self._space = _space.SearchSpace()
+        self._quiet: list[str] = []
+        self._progress: _progress.Progress | None = None
+        self._view: _view.SweepView | None = None
+        self._dry_run = False
 
     # --- Sweeper API -------------------------------------------------------------------------------
 
@@ -102,9 +108,10 @@ class VerlSweepImpl(Sweeper):
     def _sweep(self, arguments: List[str]) -> None:
         assert self.config is not None and self.hydra_context is not None and self.launcher is not None
         started = time.monotonic()
+        self._quiet = _progress.quiet_logs(self.config)
         space, directions, params_fixed = self._prepare(arguments)
         self._space = space
-        dry_run = bool(OmegaConf.select(self.config, "dry_run", default=False))
+        dry_run = self._dry_run = bool(OmegaConf.select(self.config, "dry_run", default=False))
         cwd = Path(str(OmegaConf.select(self.config, "hydra.runtime.cwd", default=".")))
         # a dry run composes commands only: an in-memory study, so nothing counts towards n_trials
         url = None if dry_run or not self.storage else absolute_storage_url(str(self.storage), cwd)
@@ -123,10 +130,16 @@ class VerlSweepImpl(Sweeper):
         self.sweep_dir.mkdir(parents=True, exist_ok=True)
         if url:
             study.set_user_attr(_outputs.SWEEP_DIR_ATTR, str(self.sweep_dir.resolve()))
+        if not dry_run:      # what the report and `--status` read back
+            study.set_user_attr(N_TRIALS_ATTR, n_trials)
+            study.set_user_attr(OBJECTIVES_ATTR, list(self.objectives))
         OmegaConf.save(self.config, self.sweep_dir / "multirun.yaml")
         parent = None if dry_run else _tracking.start_parent_run(
             self.config, name, space.describe(), sampler=type(study.sampler).__name__,
             sweep_name=OmegaConf.select(self.config, "hydra.runtime.choices.sweep", default=None))
+        self._progress = _progress.Progress(n_trials, {k: getattr(d, "step", None) for k, d in
+                                                       space.distributions.items()}, self.objectives[0])
+        self._view = _view.SweepView(self.config, self.sweep_dir, self.objectives, self._progress, parent)
         links = self._link_overrides(name, url, parent)
         outputs = _outputs.Outputs(self.sweep_dir, self.objectives, list(space.distributions),
                                    self._compose_launch, url, space.value)
@@ -141,11 +154,17 @@ class VerlSweepImpl(Sweeper):
             # also when stopped: what was measured is on disk and on the terminal
             try:
                 best = outputs.write(study)
+                files = self._view.after_batch(study, n_trials, final=True) if not dry_run else []
                 _outputs.summary(study, self.objectives, list(space.distributions), best, self.sweep_dir,
-                                 space.value)
+                                 space.value, self._progress.console)
+                if files:
+                    self._progress.console.print(f"report: {self.sweep_dir / 'report.html'}", highlight=False)
             except Exception as exc:  # noqa: BLE001 - never hide the exception that ended the loop
                 log.error("verlsweep: could not write the sweep outputs: %s", exc)
             _tracking.finish_parent_run(self.config, parent, status)
+            if parent:
+                self._progress.console.print(_tracking.ui_hint(self.config, parent), highlight=False,
+                                             soft_wrap=True)
 
     # --- preparation ----------------------------------------------------------------------------------
 
@@ -246,10 +265,14 @@ class VerlSweepImpl(Sweeper):
 
     def _job_overrides(self, space: _space.SearchSpace, trial: optuna.Trial, links: dict[str, Any]) -> list[str]:
         out = space.overrides(trial.params)
-        for key, value in {"trial.number": trial.number, **links}.items():
+        # the MLflow run's name (`t07 util=0.90 tp=2 off=p,o`, + its outcome when known) and verl's
+        # trainer.experiment_name say the same
+        knobs = self._progress.label({k: space.value(k, v) for k, v in trial.params.items()}) if self._progress else ""
+        label = {"trial.label": knobs, "trial.name": path_safe(trial_label(trial.number, None, knobs))} if knobs else {}
+        for key, value in {"trial.number": trial.number, **label, **links}.items():
             plus = "" if OmegaConf.select(self.config, key, default="__missing__") != "__missing__" else "+"
             out.append(f"{plus}{key}={format_value(value)}")
-        return out
+        return out + self._quiet
 
     def _compose_launch(self, overrides: list[str]) -> str:
         """best_launch.sh: the trial's overrides, the long-run steps, composed and validated as a trial."""
@@ -306,6 +329,8 @@ class VerlSweepImpl(Sweeper):
                     elif t.outcome != _results.NO_RESULT:
                         failures.clear()
                 outputs.write(study)
+                if not self._dry_run:          # a dry run's in-memory study has nothing to report
+                    self._view.after_batch(study, n_trials)
                 if len(failures) >= self.max_consecutive_failures:
                     raise SweepStopped(self._stop_message(failures))
 
@@ -362,12 +387,11 @@ class VerlSweepImpl(Sweeper):
               result: TrialResult | None = None) -> _results.Told:
         with _study.quiet_optuna():
             told = _results.tell(study, trial, ret, self.objectives, result=result)
-        names = list(trial.params)
-        params = "  ".join(f"{_outputs.short(k, names)}={self._space.value(k, v)}" for k, v in trial.params.items())
-        values = f" {', '.join(f'{v:.4g}' for v in told.values)}" if told.values and told.outcome == "completed" else ""
-        log.info("verlsweep: trial %d %s%s  %s", trial.number, told.outcome, values, params)
-        if told.failed and told.excerpt:
-            log.info("  %s", told.excerpt.strip().splitlines()[-1][:300])
+        params = {k: self._space.value(k, v) for k, v in trial.params.items()}
+        if self._progress is not None:
+            self._progress.trial(trial.number, told.outcome, told.values, params,
+                                 trial.user_attrs.get("duration_s"), told.excerpt)
+        log.debug("verlsweep: trial %d %s %s %s", trial.number, told.outcome, told.values, params)
         return told
 
     def _stop_message(self, failures: list[_results.Told]) -> str:

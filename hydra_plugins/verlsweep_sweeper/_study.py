@@ -25,12 +25,12 @@ from optuna.trial import FrozenTrial, TrialState
 
 from hydra_plugins.verlsweep_sweeper._space import SearchSpace, SearchSpaceError, describe
 from verlsweep.common.errors import Problem
+from verlsweep.common.names import OVER_BUDGET_ATTR
 from verlsweep.study_link import PRUNER_ATTR, open_storage
 
 log = logging.getLogger(__name__)
 
 STALE_RETRIES = 1                      # a dead sweep's trial is re-run once, then counts as failed
-OVER_BUDGET_ATTR = "verlsweep.over_budget"
 SPACE_ATTR = "verlsweep.space"
 DIRECTIONS = ("minimize", "maximize")
 # command-line overrides that do not change what a trial measures, so do not split the study

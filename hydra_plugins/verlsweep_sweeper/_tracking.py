@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import logging
+from pathlib import Path
 from typing import Any, Mapping
 
 from omegaconf import DictConfig, OmegaConf
@@ -47,3 +48,28 @@ def finish_parent_run(config: DictConfig, run_id: str | None, status: str) -> No
         tracking.finish_sweep_run(config, run_id, status)
     except Exception as exc:  # noqa: BLE001 - the sweep's results are on disk either way
         log.warning("could not end MLflow parent run %s as %s: %s", run_id, status, exc)
+
+
+def update_parent_run(config: DictConfig, run_id: str | None, step: int, metrics: Mapping[str, float],
+                      files: Mapping[str, list[Path]]) -> None:
+    """After a batch: best_objective, trials_done and the outcome counts at `step`; the sweep's files."""
+    if run_id is None:
+        return
+    try:
+        _module().update_sweep_run(config, run_id, step, metrics, files)
+    except Exception as exc:  # noqa: BLE001 - the sweep's results are on disk either way
+        log.warning("could not update MLflow parent run %s: %s", run_id, exc)
+
+
+def ui_hint(config: DictConfig, run_id: str) -> str:
+    """How to look at the sweep in the MLflow UI (the runs table with the sweep's columns)."""
+    tracking = _module()
+    uri = tracking.tracking_uri(config)
+    try:
+        exp_id = tracking.client_for(uri).get_run(run_id).info.experiment_id
+    except Exception:  # noqa: BLE001 - only a hint
+        return f"MLflow: parent run {run_id} in {uri}"
+    serve = (f"mlflow ui --backend-store-uri {uri}" if not uri.startswith(("http://", "https://"))
+             else f"open {uri.rstrip('/')}")
+    base = "http://127.0.0.1:5000" if not uri.startswith(("http://", "https://")) else uri.rstrip("/")
+    return f"MLflow: {serve}  ->  {base}{tracking.ui_path(exp_id)}"
