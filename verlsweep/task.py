@@ -126,6 +126,8 @@ def run(cfg: DictConfig) -> Any:
     reporter = study_link.reporter_for(cfg)
     tracked = _start_tracking(cfg)
     _write_command(trial, out)
+    result, details, peak, refused, verdict = None, None, None, False, None
+    try:
         verdict = plan.preflight(cfg, local=_runs_here(runner))
         result = preflight_result(cfg, runner, verdict)
         refused = result is not None
@@ -160,7 +162,7 @@ def run(cfg: DictConfig) -> Any:
         sys.stderr.write(f"verlsweep: the planner refused the trial before launch (plan.enforce=false launches "
                          f"it anyway):\n{result.excerpt}\n")
         raise SystemExit(2)
-    return _report(result, out, multirun)
+    return _report(result, out, multirun, to_log=multirun)
 
 
 def preflight_result(cfg: DictConfig, runner: Any = None, verdict: Any = None) -> TrialResult | None:
@@ -250,7 +252,7 @@ def _config_error(cfg: DictConfig, exc: ConfigError, out: Path, started: float) 
     return result
 
 
-def _report(result: TrialResult, out: Path, multirun: bool) -> TrialResult:
+def _report(result: TrialResult, out: Path, multirun: bool, to_log: bool = False) -> TrialResult:
     line = f"verlsweep: trial {result.outcome}"
     if result.objective is not None:
         line += f", objective {result.objective:.6g}"
@@ -262,7 +264,7 @@ def _report(result: TrialResult, out: Path, multirun: bool) -> TrialResult:
         if result.outcome == "no_devices":
             line += ("\n  verl found no accelerator: runner=verl needs the NPUs/GPUs the hardware group "
                      "describes; on a machine without them use runner=estimate.")
-    if multirun:     # the sweeper prints one line per trial; the whole line stays in the job's log
+    if to_log:       # a sweep's trial: the sweeper prints one line per trial; the whole line stays in the job's log
         log.info("%s", line)
         return result
     sys.stdout.write(line + "\n")
