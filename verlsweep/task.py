@@ -154,8 +154,8 @@ def run(cfg: DictConfig) -> Any:
         raise
     if tracked is not None:
         result.run_id = tracked.run_id
-    if verdict is not None:          # the report sets predictions next to measurements
-        result.predicted = verdict.metrics()
+    if verdict is not None and verdict.memory is not None:   # the report sets predictions next to measurements
+        result.predicted = verdict.memory.metrics()
     _finish(cfg, tracked, result, details, out, device_peak=peak)
     if refused and not multirun:
         _report(result, out, multirun=True)
