@@ -24,7 +24,8 @@ from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
-from hydra_plugins.verlsweep_sweeper import _outputs, _progress, _results, _space, _study, _tracking, _view
+from hydra_plugins.verlsweep_sweeper import (_guide, _outputs, _progress, _results, _reuse, _space, _study, _tracking,
+                                             _view)
 from hydra_plugins.verlsweep_sweeper._space import SearchSpaceError
 from verlsweep.common.errors import ConfigError, Problem, full_traceback_wanted
 from verlsweep.command.overrides import format_value
@@ -55,7 +56,8 @@ class VerlSweepImpl(Sweeper):
                  storage: Optional[str], study_name: Optional[str], n_trials: int, n_jobs: int,
                  timeout: Optional[float], max_consecutive_failures: int, params: Optional[DictConfig],
                  enqueue: Sequence[Any], enqueue_recipe: bool, heartbeat_interval: int,
-                 grace_period: Optional[int], long_run: DictConfig) -> None:
+                 grace_period: Optional[int], long_run: DictConfig, remeasure: bool = False,
+                 guide: Optional[DictConfig] = None) -> None:
         self.sampler_cfg = sampler
         self.pruner_cfg = pruner
         self.direction = direction
@@ -73,6 +75,8 @@ class VerlSweepImpl(Sweeper):
         self.heartbeat_interval = int(heartbeat_interval)
         self.grace_period = grace_period
         self.long_run = long_run
+        self.remeasure = bool(remeasure)
+        self.guide_top_k = int((guide or {}).get("top_k", 0) or 0)
         self.hydra_context: Optional[HydraContext] = None
         self.config: Optional[DictConfig] = None
         self.launcher = None
@@ -178,7 +182,11 @@ class VerlSweepImpl(Sweeper):
             others = _study.running_elsewhere(study, set())
             study.sampler = _study.build_sampler(self.sampler_cfg, space,
                                                  seed_offset=existing + (os.getpid() if others else 0))
-        queued = _study.enqueue(study, self._enqueue_entries(space))
+        entries = self._enqueue_entries(space)
+        if not isinstance(sampler, optuna.samplers.GridSampler):   # a grid runs every config anyway
+            entries += _guide.entries(self.config, space, self.guide_top_k, seed=int(self.sampler_cfg.get("seed") or 0),
+                                      compose=self._compose_trial)
+        queued = _study.enqueue(study, entries)
         log.info("verlsweep: study %s (%s), %s, %s, n_trials=%d (total, %d trial(s) in the study), n_jobs=%d, "
                  "%d config(s) enqueued", name, url or "in memory" + (" - dry run, nothing recorded" if dry_run else ""),
                  type(study.sampler).__name__, type(study.pruner).__name__, n_trials, existing, self.n_jobs, queued)
@@ -274,14 +282,19 @@ class VerlSweepImpl(Sweeper):
             out.append(f"{plus}{key}={format_value(value)}")
         return out + self._quiet
 
+    def _compose_trial(self, overrides: list[str]) -> DictConfig:
+        """The config a job with these overrides gets, as Hydra's run_job hands it to the task."""
+        cfg = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
+        with read_write(cfg), open_dict(cfg):
+            del cfg["hydra"]
+        return cfg
+
     def _compose_launch(self, overrides: list[str]) -> str:
         """best_launch.sh: the trial's overrides, the long-run steps, composed and validated as a trial."""
         from verlsweep.command.compose import build_trial
 
         long = [*map(str, self.long_run.overrides), f"trial.steps={int(self.long_run.steps)}"]
-        cfg = self.hydra_context.config_loader.load_sweep_config(self.config, [*overrides, *long])
-        with read_write(cfg), open_dict(cfg):
-            del cfg["hydra"]          # the task's view, as Hydra's run_job hands it to the task
+        cfg = self._compose_trial([*overrides, *long])
         trial = build_trial(cfg, require_paths=False)
         notes = "".join(f"# warning: {w}\n" for w in trial.warnings)
         return notes + trial.to_bash()
@@ -356,6 +369,11 @@ class VerlSweepImpl(Sweeper):
             for trial in trials:
                 overrides = self._job_overrides(space, trial, links)
                 trial.set_user_attr(_outputs.OVERRIDES_ATTR, overrides)
+                source = None if self.remeasure else _reuse.measured_match(study, trial.params, space.value,
+                                                                            trial.number)
+                if source is not None:
+                    told.append(self._tell_reused(study, trial, source))
+                    continue
                 try:
                     self.validate_batch_is_legal([overrides])
                 except Exception as exc:  # noqa: BLE001 - a trial that cannot compose is this trial's outcome
@@ -392,6 +410,14 @@ class VerlSweepImpl(Sweeper):
             self._progress.trial(trial.number, told.outcome, told.values, params,
                                  trial.user_attrs.get("duration_s"), told.excerpt)
         log.debug("verlsweep: trial %d %s %s %s", trial.number, told.outcome, told.values, params)
+        return told
+
+    def _tell_reused(self, study: optuna.Study, trial: optuna.Trial, source: optuna.trial.FrozenTrial) -> _results.Told:
+        """A proposal this study has measured already: its result again, nothing launched."""
+        with _study.quiet_optuna():
+            told = _reuse.tell_reused(study, trial, source)
+        log.info("verlsweep: trial %d reuses trial %d's measurement (%s; nothing launched, "
+                 "hydra.sweeper.remeasure=true measures again)", trial.number, source.number, told.outcome)
         return told
 
     def _stop_message(self, failures: list[_results.Told]) -> str:

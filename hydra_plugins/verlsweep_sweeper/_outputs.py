@@ -21,6 +21,7 @@ import yaml
 from optuna.trial import FrozenTrial, TrialState
 
 from hydra_plugins.verlsweep_sweeper._results import PLACEHOLDER_ATTR
+from hydra_plugins.verlsweep_sweeper._reuse import REUSED_FROM_ATTR
 from hydra_plugins.verlsweep_sweeper._study import OVER_BUDGET_ATTR, budget_trials
 from verlsweep.common.labels import knob_tokens, short, show
 
@@ -95,7 +96,7 @@ def _csv(study: optuna.Study, objectives: list[str], param_names: list[str], sho
     buf = io.StringIO()
     writer = csv.writer(buf)
     writer.writerow(["number", "state", "outcome", *_MEASURED, *extra, "steps", "duration_s", *param_names,
-                     "retry_of", "run_id", "job_dir", "excerpt"])
+                     "retry_of", "reused_from", "run_id", "job_dir", "excerpt"])
     for t in reportable(study.get_trials(deepcopy=False)):
         metrics = t.user_attrs.get("metrics") or {}
         excerpt = (t.user_attrs.get("excerpt") or "").strip().splitlines()
@@ -103,7 +104,7 @@ def _csv(study: optuna.Study, objectives: list[str], param_names: list[str], sho
                          *[t.user_attrs.get(m) for m in _MEASURED], *[metrics.get(o) for o in extra],
                          t.user_attrs.get("steps"), t.user_attrs.get("duration_s"),
                          *[shown(p, t.params.get(p)) for p in param_names], t.system_attrs.get("failed_trial"),
-                         t.user_attrs.get("run_id"), t.user_attrs.get("job_dir"),
+                         t.user_attrs.get(REUSED_FROM_ATTR), t.user_attrs.get("run_id"), t.user_attrs.get("job_dir"),
                          excerpt[-1][:300] if excerpt else None])
     return buf.getvalue()
 
@@ -237,7 +238,9 @@ def summary(study: optuna.Study, objectives: list[str], param_names: list[str], 
         steps.update({k: getattr(d, "step", None) for k, d in t.distributions.items()})
         measured = t.state == TrialState.COMPLETE and not t.user_attrs.get(PLACEHOLDER_ATTR)
         values = [f"{v:.4g}" for v in t.values] if measured and t.values else ["-"] * len(objectives)
-        row = [f"{'*' if t.number in best_numbers else ''}{t.number}", str(outcome(t)), *values]
+        reused = t.user_attrs.get(REUSED_FROM_ATTR)
+        shown_outcome = f"{outcome(t)} (= #{reused})" if reused is not None else str(outcome(t))
+        row = [f"{'*' if t.number in best_numbers else ''}{t.number}", shown_outcome, *values]
         if "peak_memory_gb" not in objectives:
             peak = t.user_attrs.get("peak_memory_gb")
             row.append(f"{peak:.1f}" if isinstance(peak, (int, float)) and measured else "-")
@@ -246,6 +249,9 @@ def summary(study: optuna.Study, objectives: list[str], param_names: list[str], 
         row.append(" ".join(knob_tokens({p: t.params[p] for p in param_names if p in t.params}, steps)))
         table.add_row(*row, style="bold green" if t.number in best_numbers else None)
     console.print(table)
+    reused = sum(1 for t in reportable(study.get_trials(deepcopy=False)) if t.user_attrs.get(REUSED_FROM_ATTR) is not None)
+    console.print(f"{reused} proposal(s) reused a measurement of this study (nothing launched; "
+                  "hydra.sweeper.remeasure=true measures again)")
     if best:
         b = best[0]
         knobs = "".join(f"\n  {k}={show(v, steps.get(k))}" for k, v in b.params.items())

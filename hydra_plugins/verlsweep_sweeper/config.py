@@ -142,6 +142,15 @@ class LongRunConfig:
 
 
 @dataclass
+class GuideConfig:
+    """Planner-guided start (_guide.py): before the first launch the planner ranks the search space
+    and its `top_k` best predicted feasible configs (one per TP/offload combination) run right after
+    the recipe's. 0 switches the guide off. The value is benchmarks/search_efficiency.py's pick."""
+
+    top_k: int = 3
+
+
+@dataclass
 class VerlSweepSweeperConf:
     _target_: str = "hydra_plugins.verlsweep_sweeper.verlsweep_sweeper.VerlSweepSweeper"
     # the sweeper builds sampler and pruner itself (the grid sampler needs the search space)
@@ -173,6 +182,10 @@ class VerlSweepSweeperConf:
     heartbeat_interval: int = 30
     grace_period: Optional[int] = None
     long_run: LongRunConfig = field(default_factory=LongRunConfig)
+    guide: GuideConfig = field(default_factory=GuideConfig)
+    # false: a proposal equal to a trial this study has measured is told that result again and
+    # launches nothing (user attr `reused_from`); true: measure it again
+    remeasure: bool = False
 
 
 def register() -> None:
