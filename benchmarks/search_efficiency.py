@@ -334,7 +334,7 @@ def run_method(method: str, land: Landscape, seed: int, budget: float, top_k: in
     if method == "tpe oom=FAIL":
         return _drive(_new_study(optuna.samplers.TPESampler(seed=seed)), land, sp, target, budget, told="fail")
     if method == "gp":
-        with _study_quiet():
+        with _study.quiet_optuna():
             sampler = optuna.samplers.GPSampler(seed=seed)
         return _drive(_new_study(sampler), land, sp, target, budget, told="constraint")
     raise ValueError(method)
@@ -363,6 +363,11 @@ METHODS = ("verlsweep", "grid", "random", "tpe oom=0", "tpe oom=FAIL", "gp")
 
 
 def _job(args: tuple) -> tuple[str, str, int, Run]:
+    import torch
+
+    # GPSampler's torch would start a thread per core in every worker: on a shared machine that
+    # multiplies its run time many times over
+    torch.set_num_threads(1)
     land, method, seed, budget, top_k = args
     with _study.quiet_optuna():
         return land.name, method, seed, run_method(method, land, seed, budget, top_k)
