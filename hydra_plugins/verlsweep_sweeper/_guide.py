@@ -70,6 +70,8 @@ def candidates(space: SearchSpace, seed: int = 0, limit: int = MAX_CANDIDATES) -
 def rank(predictions: Sequence[Prediction], space: SearchSpace, top_k: int) -> list[dict[str, Any]]:
     """The `top_k` best predicted feasible configs (ok before tight, then tokens/s), at most one per
     combination of the categorical params."""
+    if top_k <= 0:
+        return []
     categorical = [n for n, d in space.distributions.items() if isinstance(d, CategoricalDistribution)]
     ordered = sorted((p for p in predictions if p.feasible), key=lambda p: (_STATUS_RANK[p.status], -p.tok_s))
     picked: list[dict[str, Any]] = []
