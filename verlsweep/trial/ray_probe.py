@@ -66,7 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--interval", type=float, default=3.0)
     args = p.parse_args(argv)
     client = None
-    while True:
+    parent = os.getppid()
+    while os.getppid() == parent:      # the sweep that reads us is gone (SIGKILLed): so are we
         try:
             if client is None:
                 address = gcs_address(args.ray_tmp, args.address)
@@ -79,6 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as exc:  # the cluster is starting or gone: say so and keep polling
             print(json.dumps({"error": f"{type(exc).__name__}: {exc}"[:300]}), flush=True)
         time.sleep(args.interval)
+    return 0
 
 
 if __name__ == "__main__":
