@@ -1,10 +1,13 @@
 """How close is the planner to what was reported, and how fast is it?
 
-For every known point of verlsweep/plan/calibration.yaml (recipes that ran, configurations that fail):
-the predicted status and binding constraint against the report, predicted vs reported peak memory
-(actor/perf/max_memory_allocated_gb, GiB) and throughput (perf/throughput, tokens/s per device), and
-the worst relative error over all reported numbers. Then the time of a full util x TP x offload table
-for one hardware x model.
+For the known points of verlsweep/plan/calibration.yaml:
+* every number the fit uses (perf/throughput in tokens/s per device, actor/perf/max_memory_allocated_gb
+  in GiB): its in-sample error, its leave-one-out error (the fitted constants re-fitted without that
+  point, then the point predicted) and the constants it fits;
+* held-out points (`held_out: true`): published numbers no fit uses, each with its source;
+* predicted status and binding constraint against the report for every point; points derived from
+  the planner's own rules (`derived: true`) are shown but not counted.
+Then the time of a full util x TP x offload table for one hardware x model.
 
     python benchmarks/planner_accuracy.py [--fit] [--calibration FILE] [--repeats 20]
 
@@ -23,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from verlsweep.command.compose import compose_config  # noqa: E402
 from verlsweep.plan import calibration, from_cfg, plan  # noqa: E402
-from verlsweep.plan.fit import fit  # noqa: E402
+from verlsweep.plan.fit import fit, informed  # noqa: E402
 from verlsweep.plan.points import point_inputs, samples  # noqa: E402
 from verlsweep.plan.table import DEFAULT_UTILS, grid  # noqa: E402
 from verlsweep.command.topology import tp_choices  # noqa: E402
@@ -33,31 +36,87 @@ def _err(pred: float, rep: float | None) -> str:
     return f"{pred / rep - 1:+6.1%}" if rep else "      "
 
 
-def accuracy(cal: calibration.Calibration) -> float:
-    print(f"{'point':46s} {'reported':>16s} {'predicted':>22s}   {'peak GiB rep/pred':>19s} {'err':>6s}   "
-          f"{'tok/s rep/pred':>16s} {'err':>6s}  used by fit")
-    errors: list[float] = []
-    mismatches = 0
+def _reported(p: calibration.Point) -> list[tuple[str, float]]:
+    out = []
+    if p.tok_s:
+        out.append(("throughput", float(p.tok_s)))
+    if p.peak_gb:
+        out.append(("memory", float(p.peak_gb)))
+    return out
+
+
+def _predicted(v, kind: str) -> float:
+    return v.tok_s if kind == "throughput" else v.trainer_peak_gb
+
+
+def fitted_numbers(cal: calibration.Calibration) -> list[float]:
+    """In-sample and leave-one-out error of every number the fit uses: the constants re-fitted
+    without that point's numbers, then the point predicted."""
+    all_samples = samples(cal)
+    print(f"{'fitted point':34s} {'number':10s} {'reported':>9s} {'in-sample':>18s} {'leave-one-out':>18s}  "
+          "constants it fits")
+    loo_errors, in_errors = [], []
+    for p in cal.points:
+        if not p.fit:
+            continue
+        rest = [smp for smp in all_samples if not smp.label.startswith(f"{p.id} ")]
+        refit = fit(cal, rest)
+        v_in, v_out = plan(point_inputs(p), cal), plan(point_inputs(p), replace(cal, constants=refit.constants))
+        for kind, rep in _reported(p):
+            if kind not in p.fit:
+                continue
+            a, b = _predicted(v_in, kind), _predicted(v_out, kind)
+            in_errors.append(abs(a / rep - 1))
+            loo_errors.append(abs(b / rep - 1))
+            print(f"{p.id:34.34s} {kind:10s} {rep:9.2f} {a:9.2f} {_err(a, rep)}  {b:9.2f} {_err(b, rep)}  "
+                  f"{', '.join(informed(cal, (kind,)))}")
+    print(f"worst error over the {len(in_errors)} fitted numbers: in-sample {max(in_errors):.1%}, "
+          f"leave-one-out {max(loo_errors):.1%}")
+    return loo_errors
+
+
+def held_out(cal: calibration.Calibration) -> list[float]:
+    """Published numbers no fit uses."""
+    print(f"\n{'held-out point':34s} {'number':10s} {'reported':>9s} {'predicted':>18s}  source")
+    errors = []
+    for p in cal.points:
+        if not p.held_out:
+            continue
+        v = plan(point_inputs(p), cal)
+        for kind, rep in _reported(p):
+            pred = _predicted(v, kind)
+            errors.append(abs(pred / rep - 1))
+            rng = f" (reported {p.tok_s_range[0]:g}-{p.tok_s_range[1]:g})" if kind == "throughput" and p.tok_s_range else ""
+            print(f"{p.id:34.34s} {kind:10s} {rep:9.2f} {pred:9.2f} {_err(pred, rep)}  "
+                  f"{' '.join(p.source.split())[:110]}{rng}")
+    if errors:
+        print(f"worst held-out error over {len(errors)} numbers: {max(errors):.1%}")
+    return errors
+
+
+def feasibility(cal: calibration.Calibration) -> int:
+    """Predicted status and binding constraint against the report, for every point."""
+    print(f"\n{'point':46s} {'reported':>22s} {'predicted':>22s}  counted")
+    counted, agree_n = 0, 0
     for p in cal.points:
         v = plan(point_inputs(p), cal)
         reported = "feasible" if p.feasible else f"fails: {p.binding}"
         predicted = v.status if v.feasible else f"{v.status}: {v.binding}"
         agree = v.feasible == p.feasible and (p.feasible or v.binding == p.binding)
-        mismatches += not agree
-        peak = f"{p.peak_gb:6.2f} / {v.trainer_peak_gb:6.2f}" if p.peak_gb else f"{'-':>6s} / {v.trainer_peak_gb:6.2f}"
-        rng = f" ({p.tok_s_range[0]:g}-{p.tok_s_range[1]:g})" if p.tok_s_range else ""
-        tok = f"{p.tok_s:6.1f} / {v.tok_s:6.1f}" if p.tok_s else f"{'-':>6s} / {v.tok_s:6.1f}"
-        print(f"{p.id:46s} {reported:>16s} {predicted:>22s}{'' if agree else ' !!'}  {peak:>19s} "
-              f"{_err(v.trainer_peak_gb, p.peak_gb)}   {tok:>16s} {_err(v.tok_s, p.tok_s)}  "
-              f"{','.join(p.fit) or '-'}{rng}")
-        if p.peak_gb:
-            errors.append(abs(v.trainer_peak_gb / p.peak_gb - 1))
-        if p.tok_s:
-            errors.append(abs(v.tok_s / p.tok_s - 1))
-    worst = max(errors)
-    print(f"\nfeasibility / binding agreement: {len(cal.points) - mismatches}/{len(cal.points)} points; "
-          f"worst relative error over the {len(errors)} reported numbers: {worst:.1%}")
-    return worst
+        if not p.derived:
+            counted += 1
+            agree_n += agree
+        note = "no: derived from the planner's rules" if p.derived else "yes"
+        print(f"{p.id:46.46s} {reported:>22s} {predicted:>22s}{'' if agree else ' !!'}  {note}")
+    print(f"feasibility / binding agreement: {agree_n}/{counted} reported points "
+          f"({sum(p.derived for p in cal.points)} derived points shown, not counted)")
+    return counted - agree_n
+
+
+def accuracy(cal: calibration.Calibration) -> None:
+    fitted_numbers(cal)
+    held_out(cal)
+    feasibility(cal)
 
 
 def speed(cal: calibration.Calibration, repeats: int) -> None:

@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
-import requests
 
 from mlflow.tracking import MlflowClient
 
 from tests.fixtures.tiny_verl import make_gsm8k_parquet, make_tiny_qwen3
-from tests.trial_helpers import copy_store
+from tests.trial_helpers import copy_store, serve
 
 
 @pytest.fixture(scope="session")
@@ -62,40 +55,8 @@ def slurm_cluster(tmp_path_factory: pytest.TempPathFactory):
         cluster.stop()
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture
 def mlflow_server(tmp_path):
     """A real `mlflow server` on 127.0.0.1 with its own sqlite store, stopped after the test."""
-    port = free_port()
-    uri = f"http://127.0.0.1:{port}"
-    log = (tmp_path / "server.log").open("w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
-         "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}",
-         "--artifacts-destination", str(tmp_path / "server-artifacts")],
-        cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if requests.get(f"{uri}/health", timeout=2).ok:
-                    break
-            except requests.RequestException:
-                pass
-            assert proc.poll() is None, (tmp_path / "server.log").read_text()[-3000:]
-            assert time.monotonic() < deadline, "mlflow server did not come up"
-            time.sleep(0.5)
+    with serve(f"sqlite:///{tmp_path / 'server.db'}", tmp_path) as uri:
         yield uri
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        log.close()

@@ -2,7 +2,6 @@
 trials settled, runs that disagree with their trial fixed, `verlsweep.report --status [--repair]`."""
 from __future__ import annotations
 
-import io
 import json
 import socket
 import subprocess
@@ -20,7 +19,8 @@ from verlsweep.common.names import PROCESSES_FILE, RESULT_FILE
 from verlsweep.reconcile import check, sessions, trials
 from verlsweep.report import status
 from verlsweep.report.__main__ import main as report_main
-from verlsweep.study_link import OBJECTIVES_ATTR, TRACKING_ATTR, open_storage
+from verlsweep.common.names import OBJECTIVES_ATTR, TRACKING_ATTR
+from verlsweep.study_link import open_storage
 from verlsweep.trial import orphans
 from verlsweep.trial.supervise import MARK_ENV
 

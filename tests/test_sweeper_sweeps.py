@@ -111,6 +111,9 @@ def oom_share_after_startup(tmp_path: Path, sampler: str, seed: int) -> float:
     sweep_dir = f"{sampler}-{seed}"
     run(tmp_path, f"hydra/sweeper/sampler={sampler}", f"hydra.sweeper.sampler.seed={seed}",
         "hydra.sweeper.n_trials=30", "hydra/sweeper/pruner=none", f"hydra.sweeper.study_name={sweep_dir}",
+        # the sampler's own proposals: no planner-guided start (the planner does not know this
+        # synthetic landscape) and every proposal launched, so each one is a fresh draw
+        "hydra.sweeper.guide.top_k=0", "hydra.sweeper.remeasure=true",
         "trial.steps=2", sweep_dir=sweep_dir)
     later = rows(tmp_path, sweep_dir)[10:]
     return sum(r["outcome"] == "oom" for r in later) / len(later)

@@ -167,3 +167,54 @@ def test_artifacts_of_a_sqlite_store_live_beside_it_not_in_the_working_dir(store
     artifact_uri = MlflowClient(store).get_run(run.run_id).info.artifact_uri
     assert artifact_uri.startswith((tmp_path / "mlruns" / "verlsweep").as_uri())
     assert not (workdir / "mlruns").exists()
+
+
+def test_a_sweeps_experiment_is_model_training_with_the_sweeps_columns_as_a_shared_view(store):
+    cfg = cfg_for(store)
+    parent = tracking.start_sweep_run(cfg, "kind-study", {})
+    client = MlflowClient(store)
+    exp = client.get_experiment(client.get_run(parent).info.experiment_id)
+    assert exp.tags[tracking.EXPERIMENT_KIND_TAG] == "custom_model_development"
+    assert "metrics.`best_objective`" in tracking.SHARED_VIEW["selectedColumns"]
+    assert tracking.SHARED_VIEW_TAG in exp.tags
+    assert "workflowType=machine_learning" in tracking.ui_path(exp.experiment_id)
+
+
+def test_parent_runs_of_one_study_carry_a_running_index(store):
+    cfg = cfg_for(store)
+    first = tracking.start_sweep_run(cfg, "idx-study", {}, sweep_name="rollout_memory")
+    second = tracking.start_sweep_run(cfg, "idx-study", {}, sweep_name="rollout_memory")
+    client = MlflowClient(store)
+    assert [client.get_run(r).info.run_name for r in (first, second)] == ["rollout_memory #1", "rollout_memory #2"]
+
+
+def test_parent_run_gets_the_sweeps_numbers_as_a_step_series_and_its_files(store, tmp_path):
+    cfg = cfg_for(store)
+    parent = tracking.start_sweep_run(cfg, "upd-study", {})
+    (tmp_path / "trials.csv").write_text("number\n0\n")
+    (tmp_path / "history.png").write_bytes(b"\x89PNG")
+    tracking.update_sweep_run(cfg, parent, 2, {"best_objective": 10.0, "trials_done": 2})
+    tracking.update_sweep_run(cfg, parent, 4, {"best_objective": 12.5, "trials_done": 4},
+                              {"": [tmp_path / "trials.csv"], "plots": [tmp_path / "history.png"]})
+    client = MlflowClient(store)
+    assert [(m.step, m.value) for m in client.get_metric_history(parent, "best_objective")] == [(2, 10.0), (4, 12.5)]
+    assert {a.path for a in client.list_artifacts(parent)} >= {"trials.csv", "plots"}
+    assert [a.path for a in client.list_artifacts(parent, "plots")] == ["plots/history.png"]
+
+
+def test_a_trials_run_is_named_by_its_knobs_and_renamed_with_its_outcome(store):
+    parent = tracking.start_sweep_run(cfg_for(store), "name-study", {})
+    cfg = cfg_for(store, f"tracking.parent_run_id={parent}", "trial.number=7", "trial.label='util=0.90 tp=2 off=p,o'")
+    run = TrialRun.start(cfg, {})
+    client = MlflowClient(store)
+    assert client.get_run(run.run_id).info.run_name == "t07 util=0.90 tp=2 off=p,o"
+    run.finish(TrialResult("oom", predicted={"plan/trainer_peak_gb": 30.0}), reason="oom")
+    done = client.get_run(run.run_id)
+    assert done.info.run_name == "t07 oom util=0.90 tp=2 off=p,o"
+    assert done.data.metrics["plan/trainer_peak_gb"] == 30.0
+
+
+def test_verls_project_name_is_the_trials_mlflow_experiment():
+    assert compose_config(["trial.study_name=st"]).verl.trainer.project_name == "st"
+    assert compose_config(["trial.study_name=st", "tracking.experiment=ex"]).verl.trainer.project_name == "ex"
+    assert compose_config([]).verl.trainer.project_name == "verlsweep"

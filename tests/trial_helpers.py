@@ -2,14 +2,20 @@
 and a check that no process of a test's trials is left."""
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
+import socket
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
+from typing import Iterator
 
 import psutil
+import requests
 
 REPO = Path(__file__).resolve().parent.parent
 STANDIN = REPO / "tests" / "standin" / "verl_standin.py"
@@ -61,3 +67,41 @@ def survivors(mark: str) -> list[str]:
         except (psutil.Error, OSError):
             continue
     return found
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def serve(backend_uri: str, tmp_path: Path) -> Iterator[str]:
+    """`mlflow server` on 127.0.0.1 (a free port) for `backend_uri`; its URL, stopped on exit."""
+    port = free_port()
+    uri = f"http://127.0.0.1:{port}"
+    log = (tmp_path / "server.log").open("w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
+         "--backend-store-uri", backend_uri, "--artifacts-destination", str(tmp_path / "server-artifacts")],
+        cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if requests.get(f"{uri}/health", timeout=2).ok:
+                    break
+            except requests.RequestException:
+                pass
+            assert proc.poll() is None, (tmp_path / "server.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, "mlflow server did not come up"
+            time.sleep(0.5)
+        yield uri
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        log.close()

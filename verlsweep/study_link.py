@@ -30,9 +30,6 @@ if TYPE_CHECKING:  # optuna costs ~0.3 s to import; single runs never need it
 log = logging.getLogger(__name__)
 
 PRUNER_ATTR = "verlsweep.pruner"
-OBJECTIVES_ATTR = "verlsweep.objectives"     # study user attr: the TrialResult values it optimises
-TRACKING_ATTR = "verlsweep.tracking"         # study user attr: {uri, experiment} of its MLflow runs
-OVER_BUDGET_ATTR = "verlsweep.over_budget"   # trial system attr: asked beyond n_trials, handed back unrun
 # Seconds a writer waits for sqlite's lock before failing. Several sweep processes and every running
 # trial write the same file; Python's default (5 s) is too short when one of them reads all trials
 # (benchmarks/storage_concurrency.py).

@@ -133,9 +133,10 @@ def run(cfg: DictConfig) -> Any:
     if tracked is not None:
         reporter.record(RUN_ID_ATTR, tracked.run_id)
     _write_command(trial, out)
-    result, details, peak, refused = None, None, None, False
+    result, details, peak, refused, verdict = None, None, None, False, None
     try:
-        result = preflight_result(cfg, runner)
+        verdict = plan.preflight(cfg, local=_runs_here(runner))
+        result = preflight_result(cfg, runner, verdict)
         refused = result is not None
         if result is None:
             monitor = _start_monitor(cfg, trial, tracked, runner)
@@ -160,6 +161,8 @@ def run(cfg: DictConfig) -> Any:
         raise
     if tracked is not None:
         result.run_id = tracked.run_id
+    if verdict is not None and verdict.memory is not None:   # the report sets predictions next to measurements
+        result.predicted = verdict.memory.metrics()
     _write_result(result, out)
     crashpoint.reached("trial_ended")
     _finish(cfg, tracked, result, details, out, device_peak=peak)
@@ -168,7 +171,7 @@ def run(cfg: DictConfig) -> Any:
         sys.stderr.write(f"verlsweep: the planner refused the trial before launch (plan.enforce=false launches "
                          f"it anyway):\n{result.excerpt}\n")
         raise SystemExit(2)
-    return _report(result, out, multirun)
+    return _report(result, out, multirun, to_log=multirun)
 
 
 def _write_result(result: TrialResult, out: Path) -> None:
@@ -180,11 +183,12 @@ def _write_result(result: TrialResult, out: Path) -> None:
     tmp.replace(path)
 
 
-def preflight_result(cfg: DictConfig, runner: Any = None) -> TrialResult | None:
+def preflight_result(cfg: DictConfig, runner: Any = None, verdict: Any = None) -> TrialResult | None:
     """The planner's verdict before launch: predicted infeasible (HBM, or fewer Ray CPUs than verl
     reserves) under `plan.enforce` becomes the trial's outcome `infeasible` (a constraint violation for
     the sweeper), nothing launched."""
-    verdict = plan.preflight(cfg, local=_runs_here(runner))
+    if verdict is None:
+        verdict = plan.preflight(cfg, local=_runs_here(runner))
     if verdict.feasible:
         return None
     if not plan.blocks_launch(cfg, verdict):
@@ -266,19 +270,22 @@ def _config_error(cfg: DictConfig, exc: ConfigError, out: Path, started: float) 
     return result
 
 
-def _report(result: TrialResult, out: Path, multirun: bool) -> TrialResult:
+def _report(result: TrialResult, out: Path, multirun: bool, to_log: bool = False) -> TrialResult:
     line = f"verlsweep: trial {result.outcome}"
     if result.objective is not None:
         line += f", objective {result.objective:.6g}"
     if result.peak_memory_gb is not None:
         line += f", peak {result.peak_memory_gb:.2f} GB"
     line += f", {result.steps} step(s), {result.duration_s:.1f} s, run {result.run_id}, dir {out}"
-    sys.stdout.write(line + "\n")
     if result.excerpt and not result.ok:
-        sys.stdout.write(f"  {result.excerpt.splitlines()[0][:300]}\n")
+        line += f"\n  {result.excerpt.splitlines()[0][:300]}"
         if result.outcome == "no_devices":
-            sys.stdout.write("  verl found no accelerator: runner=verl needs the NPUs/GPUs the hardware group "
-                             "describes; on a machine without them use runner=estimate.\n")
+            line += ("\n  verl found no accelerator: runner=verl needs the NPUs/GPUs the hardware group "
+                     "describes; on a machine without them use runner=estimate.")
+    if to_log:       # a sweep's trial: the sweeper prints one line per trial; the whole line stays in the job's log
+        log.info("%s", line)
+        return result
+    sys.stdout.write(line + "\n")
     sys.stdout.flush()
     if not multirun and not result.ok:
         raise SystemExit(1)

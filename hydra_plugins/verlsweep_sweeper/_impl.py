@@ -24,12 +24,15 @@ from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
-from hydra_plugins.verlsweep_sweeper import _outputs, _reconcile, _results, _space, _study, _tracking
+from hydra_plugins.verlsweep_sweeper import (_guide, _outputs, _progress, _reconcile, _results, _reuse, _space, _study,
+                                             _tracking, _view)
 from hydra_plugins.verlsweep_sweeper._space import SearchSpaceError
 from verlsweep.common.errors import ConfigError, Problem, full_traceback_wanted
 from verlsweep.command.overrides import format_value
+from verlsweep.common.labels import path_safe, trial_label
+from verlsweep.common.names import N_TRIALS_ATTR, OBJECTIVES_ATTR, TRACKING_ATTR
 from verlsweep.common.result import TrialResult
-from verlsweep.study_link import OBJECTIVES_ATTR, TRACKING_ATTR, absolute_storage_url
+from verlsweep.study_link import absolute_storage_url
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +56,8 @@ class VerlSweepImpl(Sweeper):
                  storage: Optional[str], study_name: Optional[str], n_trials: int, n_jobs: int,
                  timeout: Optional[float], max_consecutive_failures: int, params: Optional[DictConfig],
                  enqueue: Sequence[Any], enqueue_recipe: bool, heartbeat_interval: int,
-                 grace_period: Optional[int], long_run: DictConfig) -> None:
+                 grace_period: Optional[int], long_run: DictConfig, remeasure: bool = False,
+                 guide: Optional[DictConfig] = None) -> None:
         self.sampler_cfg = sampler
         self.pruner_cfg = pruner
         self.direction = direction
@@ -71,11 +75,17 @@ class VerlSweepImpl(Sweeper):
         self.heartbeat_interval = int(heartbeat_interval)
         self.grace_period = grace_period
         self.long_run = long_run
+        self.remeasure = bool(remeasure)
+        self.guide_top_k = int((guide or {}).get("top_k", 0) or 0)
         self.hydra_context: Optional[HydraContext] = None
         self.config: Optional[DictConfig] = None
         self.launcher = None
         self.job_idx = 0
         self._space = _space.SearchSpace()
+        self._quiet: list[str] = []
+        self._progress: _progress.Progress | None = None
+        self._view: _view.SweepView | None = None
+        self._dry_run = False
 
     # --- Sweeper API -------------------------------------------------------------------------------
 
@@ -102,9 +112,10 @@ class VerlSweepImpl(Sweeper):
     def _sweep(self, arguments: List[str]) -> None:
         assert self.config is not None and self.hydra_context is not None and self.launcher is not None
         started = time.monotonic()
+        self._quiet = _progress.quiet_logs(self.config)
         space, directions, params_fixed = self._prepare(arguments)
         self._space = space
-        dry_run = bool(OmegaConf.select(self.config, "dry_run", default=False))
+        dry_run = self._dry_run = bool(OmegaConf.select(self.config, "dry_run", default=False))
         cwd = Path(str(OmegaConf.select(self.config, "hydra.runtime.cwd", default=".")))
         # a dry run composes commands only: an in-memory study, so nothing counts towards n_trials
         url = None if dry_run or not self.storage else absolute_storage_url(str(self.storage), cwd)
@@ -124,9 +135,14 @@ class VerlSweepImpl(Sweeper):
         self.sweep_dir.mkdir(parents=True, exist_ok=True)
         if url:
             study.set_user_attr(_outputs.SWEEP_DIR_ATTR, str(self.sweep_dir.resolve()))
+        if not dry_run:      # what the report and `--status` read back
+            study.set_user_attr(N_TRIALS_ATTR, n_trials)
+            study.set_user_attr(OBJECTIVES_ATTR, list(self.objectives))
         OmegaConf.save(self.config, self.sweep_dir / "multirun.yaml")
         # a resumed sweep in the same dir never reuses a job dir: a dead sweep's trial files are its record
         self.job_idx = 1 + max((int(d.name) for d in self.sweep_dir.iterdir() if d.name.isdigit()), default=-1)
+        self._progress = _progress.Progress(n_trials, {k: getattr(d, "step", None) for k, d in
+                                                       space.distributions.items()}, self.objectives[0])
         me = _reconcile.SweepSession(study, raw_storage, self._grace_s(),
                                      float(OmegaConf.select(self.config, "runner.grace_period", default=30)),
                                      self._tell_recovered(study))
@@ -138,10 +154,12 @@ class VerlSweepImpl(Sweeper):
                 sweep_name=OmegaConf.select(self.config, "hydra.runtime.choices.sweep", default=None),
                 session=me.label, others_alive=bool(me.others()))
             me.tracking = tracking
+            parent = tracking.parent if tracking else None
             if tracking is not None and raw_storage is not None:
                 study.set_user_attr(TRACKING_ATTR, _tracking.where(self.config, name))
             me.repair_runs()
-            links = self._link_overrides(name, url, tracking.parent if tracking else None)
+            self._view = _view.SweepView(self.config, self.sweep_dir, self.objectives, self._progress, parent)
+            links = self._link_overrides(name, url, parent)
             outputs = _outputs.Outputs(self.sweep_dir, self.objectives, list(space.distributions),
                                        self._compose_launch, url, space.value)
             outputs.write(study)          # the sweep dir names its study from the start
@@ -153,15 +171,21 @@ class VerlSweepImpl(Sweeper):
                 status = "KILLED"
                 raise
             finally:
-                # also when stopped: what was measured is on disk and on the terminal
+                # also when stopped: what was measured is on disk, in MLflow and on the terminal
                 me.repair_runs()
                 try:
                     best = outputs.write(study)
+                    files = self._view.after_batch(study, n_trials, final=True) if not dry_run else []
                     _outputs.summary(study, self.objectives, list(space.distributions), best, self.sweep_dir,
-                                     space.value)
+                                     space.value, self._progress.console)
+                    if files:
+                        self._progress.console.print(f"report: {self.sweep_dir / 'report.html'}", highlight=False)
                 except Exception as exc:  # noqa: BLE001 - never hide the exception that ended the loop
                     log.error("verlsweep: could not write the sweep outputs: %s", exc)
                 _tracking.finish_parent_run(tracking, status, others_alive=me.close(status))
+                if parent:
+                    self._progress.console.print(_tracking.ui_hint(self.config, parent), highlight=False,
+                                                 soft_wrap=True)
 
     def _grace_s(self) -> float:
         return float(self.grace_period or 3 * self.heartbeat_interval)
@@ -186,7 +210,11 @@ class VerlSweepImpl(Sweeper):
             others = _study.running_elsewhere(study, set())
             study.sampler = _study.build_sampler(self.sampler_cfg, space,
                                                  seed_offset=existing + (os.getpid() if others else 0))
-        queued = _study.enqueue(study, self._enqueue_entries(space))
+        entries = self._enqueue_entries(space)
+        if not isinstance(sampler, optuna.samplers.GridSampler):   # a grid runs every config anyway
+            entries += _guide.entries(self.config, space, self.guide_top_k, seed=int(self.sampler_cfg.get("seed") or 0),
+                                      compose=self._compose_trial)
+        queued = _study.enqueue(study, entries)
         log.info("verlsweep: study %s (%s), %s, %s, n_trials=%d (total, %d trial(s) in the study), n_jobs=%d, "
                  "%d config(s) enqueued", name, url or "in memory" + (" - dry run, nothing recorded" if dry_run else ""),
                  type(study.sampler).__name__, type(study.pruner).__name__, n_trials, existing, self.n_jobs, queued)
@@ -273,19 +301,28 @@ class VerlSweepImpl(Sweeper):
 
     def _job_overrides(self, space: _space.SearchSpace, trial: optuna.Trial, links: dict[str, Any]) -> list[str]:
         out = space.overrides(trial.params)
-        for key, value in {"trial.number": trial.number, **links}.items():
+        # the MLflow run's name (`t07 util=0.90 tp=2 off=p,o`, + its outcome when known) and verl's
+        # trainer.experiment_name say the same
+        knobs = self._progress.label({k: space.value(k, v) for k, v in trial.params.items()}) if self._progress else ""
+        label = {"trial.label": knobs, "trial.name": path_safe(trial_label(trial.number, None, knobs))} if knobs else {}
+        for key, value in {"trial.number": trial.number, **label, **links}.items():
             plus = "" if OmegaConf.select(self.config, key, default="__missing__") != "__missing__" else "+"
             out.append(f"{plus}{key}={format_value(value)}")
-        return out
+        return out + self._quiet
+
+    def _compose_trial(self, overrides: list[str]) -> DictConfig:
+        """The config a job with these overrides gets, as Hydra's run_job hands it to the task."""
+        cfg = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
+        with read_write(cfg), open_dict(cfg):
+            del cfg["hydra"]
+        return cfg
 
     def _compose_launch(self, overrides: list[str]) -> str:
         """best_launch.sh: the trial's overrides, the long-run steps, composed and validated as a trial."""
         from verlsweep.command.compose import build_trial
 
         long = [*map(str, self.long_run.overrides), f"trial.steps={int(self.long_run.steps)}"]
-        cfg = self.hydra_context.config_loader.load_sweep_config(self.config, [*overrides, *long])
-        with read_write(cfg), open_dict(cfg):
-            del cfg["hydra"]          # the task's view, as Hydra's run_job hands it to the task
+        cfg = self._compose_trial([*overrides, *long])
         trial = build_trial(cfg, require_paths=False)
         notes = "".join(f"# warning: {w}\n" for w in trial.warnings)
         return notes + trial.to_bash()
@@ -334,6 +371,8 @@ class VerlSweepImpl(Sweeper):
                     failures.clear()
             me.repair_runs()
             outputs.write(study)
+            if not self._dry_run:          # a dry run's in-memory study has nothing to report
+                self._view.after_batch(study, n_trials)
             if len(failures) >= self.max_consecutive_failures:
                 raise SweepStopped(self._stop_message(failures))
 
@@ -361,6 +400,11 @@ class VerlSweepImpl(Sweeper):
             for trial in trials:
                 overrides = self._job_overrides(space, trial, links)
                 trial.set_user_attr(_outputs.OVERRIDES_ATTR, overrides)
+                source = None if self.remeasure else _reuse.measured_match(study, trial.params, space.value,
+                                                                            trial.number)
+                if source is not None:
+                    told.append(self._tell_reused(study, trial, source))
+                    continue
                 try:
                     self.validate_batch_is_legal([overrides])
                 except Exception as exc:  # noqa: BLE001 - a trial that cannot compose is this trial's outcome
@@ -392,12 +436,19 @@ class VerlSweepImpl(Sweeper):
               result: TrialResult | None = None) -> _results.Told:
         with _study.quiet_optuna():
             told = _results.tell(study, trial, ret, self.objectives, result=result)
-        names = list(trial.params)
-        params = "  ".join(f"{_outputs.short(k, names)}={self._space.value(k, v)}" for k, v in trial.params.items())
-        values = f" {', '.join(f'{v:.4g}' for v in told.values)}" if told.values and told.outcome == "completed" else ""
-        log.info("verlsweep: trial %d %s%s  %s", trial.number, told.outcome, values, params)
-        if told.failed and told.excerpt:
-            log.info("  %s", told.excerpt.strip().splitlines()[-1][:300])
+        params = {k: self._space.value(k, v) for k, v in trial.params.items()}
+        if self._progress is not None:
+            self._progress.trial(trial.number, told.outcome, told.values, params,
+                                 trial.user_attrs.get("duration_s"), told.excerpt)
+        log.debug("verlsweep: trial %d %s %s %s", trial.number, told.outcome, told.values, params)
+        return told
+
+    def _tell_reused(self, study: optuna.Study, trial: optuna.Trial, source: optuna.trial.FrozenTrial) -> _results.Told:
+        """A proposal this study has measured already: its result again, nothing launched."""
+        with _study.quiet_optuna():
+            told = _reuse.tell_reused(study, trial, source)
+        log.info("verlsweep: trial %d reuses trial %d's measurement (%s; nothing launched, "
+                 "hydra.sweeper.remeasure=true measures again)", trial.number, source.number, told.outcome)
         return told
 
     def _stop_message(self, failures: list[_results.Told]) -> str:

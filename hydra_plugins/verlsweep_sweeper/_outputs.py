@@ -3,6 +3,7 @@
     trials.csv      every trial of the study (all sweep processes): params, outcome, values, memory
     best.yaml       the best feasible trial (single objective) or the Pareto front (multi-objective)
     best_launch.sh  the long run: the best trial's overrides recomposed with the long-run steps
+    report.html     plots/ and the report (verlsweep.report)
 
 and the final summary table on the terminal (rich).
 """
@@ -22,17 +23,18 @@ from optuna.trial import FrozenTrial, TrialState
 from hydra_plugins.verlsweep_sweeper._results import PLACEHOLDER_ATTR
 from hydra_plugins.verlsweep_sweeper._study import OVER_BUDGET_ATTR, budget_trials
 from verlsweep.common import crashpoint
+from verlsweep.common.labels import knob_tokens, short, show
+from verlsweep.common.names import OVERRIDES_ATTR, REUSED_FROM_ATTR
 from verlsweep.reconcile.check import TRIALS_CSV, outcome
 
 log = logging.getLogger(__name__)
 
-OVERRIDES_ATTR = "overrides"      # user attr: the overrides the trial's job ran with
 SWEEP_DIR_ATTR = "verlsweep.sweep_dir"   # study user attr: the last sweep dir that wrote its outputs
 BEST_YAML = "best.yaml"
 BEST_LAUNCH = "best_launch.sh"
 # overrides that tie a job to the sweep; a long run is a single run
-_SWEEP_ONLY = ("trial.number=", "trial.study_name=", "trial.storage=", "tracking.parent_run_id=",
-               "+trial.", "+tracking.parent_run_id=")
+_SWEEP_ONLY = ("trial.number=", "trial.study_name=", "trial.storage=", "trial.label=", "trial.name=",
+               "tracking.parent_run_id=", "+trial.", "+tracking.parent_run_id=", "++hydra.job_logging.")
 
 
 def _write(path: Path, text: str, mode: int | None = None) -> None:
@@ -89,7 +91,7 @@ def _csv(study: optuna.Study, objectives: list[str], param_names: list[str], sho
     buf = io.StringIO()
     writer = csv.writer(buf)
     writer.writerow(["number", "state", "outcome", *_MEASURED, *extra, "steps", "duration_s", *param_names,
-                     "retry_of", "run_id", "job_dir", "excerpt"])
+                     "retry_of", "reused_from", "run_id", "job_dir", "excerpt"])
     for t in reportable(study.get_trials(deepcopy=False)):
         metrics = t.user_attrs.get("metrics") or {}
         excerpt = (t.user_attrs.get("excerpt") or "").strip().splitlines()
@@ -97,7 +99,7 @@ def _csv(study: optuna.Study, objectives: list[str], param_names: list[str], sho
                          *[t.user_attrs.get(m) for m in _MEASURED], *[metrics.get(o) for o in extra],
                          t.user_attrs.get("steps"), t.user_attrs.get("duration_s"),
                          *[shown(p, t.params.get(p)) for p in param_names], t.system_attrs.get("failed_trial"),
-                         t.user_attrs.get("run_id"), t.user_attrs.get("job_dir"),
+                         t.user_attrs.get(REUSED_FROM_ATTR), t.user_attrs.get("run_id"), t.user_attrs.get("job_dir"),
                          excerpt[-1][:300] if excerpt else None])
     return buf.getvalue()
 
@@ -190,16 +192,6 @@ def launch_header(trial: FrozenTrial, study_name: str, objectives: list[str], sh
             "set -euo pipefail\n")
 
 
-def short(name: str, names: list[str]) -> str:
-    """Shortest dotted suffix of `name` that no other param shares."""
-    parts = name.split(".")
-    for n in range(1, len(parts) + 1):
-        suffix = ".".join(parts[-n:])
-        if sum(1 for other in names if other.endswith(suffix)) == 1:
-            return suffix
-    return name
-
-
 def complete_message(study: optuna.Study, n_trials: int, objectives: list[str],
                      shown: Callable[[str, Any], Any]) -> str:
     """One line for a re-run of a finished study: what it found, and how to go on."""
@@ -219,42 +211,59 @@ def complete_message(study: optuna.Study, n_trials: int, objectives: list[str],
             f"raise hydra.sweeper.n_trials to continue{tail}")
 
 
-def summary(study: optuna.Study, objectives: list[str], param_names: list[str], best: list[FrozenTrial],
-            sweep_dir: Path, shown: Callable[[str, Any], Any]) -> None:
-    import sys
+def write_report(study: optuna.Study, sweep_dir: Path, objectives: list[str]) -> list[Path]:
+    """report.html and plots/ (verlsweep.report); a failure there is logged, never ends the sweep."""
+    try:
+        from verlsweep.report import write_report as write
 
+        return write(study, sweep_dir, objectives)
+    except Exception as exc:  # noqa: BLE001
+        log.warning("verlsweep: could not write the report: %s", exc)
+        return []
+
+
+def summary(study: optuna.Study, objectives: list[str], param_names: list[str], best: list[FrozenTrial],
+            sweep_dir: Path, shown: Callable[[str, Any], Any], console: Any = None) -> None:
+    """The trials as a table that fits 120 columns: the knobs as one short label per trial."""
     from rich.console import Console
     from rich.table import Table
 
-    # a log file or pipe gets the whole table, not rich's 80-column default
-    console = Console(width=None if sys.stdout.isatty() else 200)
-    table = Table(title=f"study {study.study_name}", show_lines=False)
+    console = console or Console(width=120)
+    table = Table(title=f"study {study.study_name}", show_lines=False, title_justify="left")
     table.add_column("#", justify="right")
     table.add_column("outcome")
     for name in objectives:
         table.add_column(name, justify="right")
     if "peak_memory_gb" not in objectives:
         table.add_column("peak GB", justify="right")
-    for name in param_names:
-        table.add_column(short(name, param_names))
+    table.add_column("s", justify="right")
+    table.add_column("knobs", overflow="fold")
     best_numbers = {t.number for t in best}
+    steps = {p: None for p in param_names}
     for t in reportable(study.get_trials(deepcopy=False)):
+        steps.update({k: getattr(d, "step", None) for k, d in t.distributions.items()})
         measured = t.state == TrialState.COMPLETE and not t.user_attrs.get(PLACEHOLDER_ATTR)
         values = [f"{v:.4g}" for v in t.values] if measured and t.values else ["-"] * len(objectives)
-        row = [f"{'*' if t.number in best_numbers else ''}{t.number}", str(outcome(t)),
-               *values]
+        reused = t.user_attrs.get(REUSED_FROM_ATTR)
+        shown_outcome = f"{outcome(t)} (= #{reused})" if reused is not None else str(outcome(t))
+        row = [f"{'*' if t.number in best_numbers else ''}{t.number}", shown_outcome, *values]
         if "peak_memory_gb" not in objectives:
             peak = t.user_attrs.get("peak_memory_gb")
-            row.append(f"{peak:.1f}" if isinstance(peak, (int, float)) else "-")
-        row += [str(shown(p, t.params[p])) if p in t.params else "" for p in param_names]
+            row.append(f"{peak:.1f}" if isinstance(peak, (int, float)) and measured else "-")
+        took = t.user_attrs.get("duration_s")
+        row.append(f"{took:.1f}" if isinstance(took, (int, float)) else "-")
+        row.append(" ".join(knob_tokens({p: t.params[p] for p in param_names if p in t.params}, steps)))
         table.add_row(*row, style="bold green" if t.number in best_numbers else None)
     console.print(table)
+    reused = sum(1 for t in reportable(study.get_trials(deepcopy=False)) if t.user_attrs.get(REUSED_FROM_ATTR) is not None)
+    console.print(f"{reused} proposal(s) reused a measurement of this study (nothing launched; "
+                  "hydra.sweeper.remeasure=true measures again)")
     if best:
         b = best[0]
-        knobs = "".join(f"\n  {k}={v}" for k, v in _params(b, shown).items())
+        knobs = "".join(f"\n  {k}={show(v, steps.get(k))}" for k, v in b.params.items())
         values = ", ".join(f"{n}={v:.4g}" for n, v in zip(objectives, b.values))
         front = f" (Pareto front: {len(best)} trials, see best.yaml)" if len(best) > 1 else ""
         console.print(f"[bold]best[/bold] trial {b.number}: {values}{front}{knobs}\n"
-                      f"  -> {sweep_dir / BEST_YAML}, {sweep_dir / BEST_LAUNCH}", soft_wrap=True)
+                      f"  -> {sweep_dir / BEST_YAML}, {sweep_dir / BEST_LAUNCH}", soft_wrap=True, highlight=False)
     else:
         console.print("[bold red]no feasible completed trial[/bold red]: see trials.csv for the outcomes")

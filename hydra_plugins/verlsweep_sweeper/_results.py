@@ -26,13 +26,12 @@ from optuna.trial import TrialState
 
 from hydra_plugins.verlsweep_sweeper import _study
 from verlsweep.common.errors import ConfigError
-from verlsweep.common.names import JOB_DIR_ATTR
+from verlsweep.common.names import JOB_DIR_ATTR, PLACEHOLDER_ATTR, PREDICTED_ATTR
 from verlsweep.common.result import CONSTRAINT_OUTCOMES, TrialResult
 
 # > 0: the trial did not fit (oom), was predicted not to (infeasible: HBM or Ray CPUs) or its Ray could
 # not place it (unschedulable). One key for all: the name stays as stored in existing studies.
 CONSTRAINT_KEY = "memory"
-PLACEHOLDER_ATTR = "verlsweep.placeholder"
 NO_RESULT = "no_result"            # a job that returned nothing (dry run)
 RERUN_OUTCOMES = frozenset({"preempted"})   # re-run once (_study.rerun_once)
 _EXCERPT_CHARS = 2000
@@ -122,6 +121,7 @@ def _record(trial: optuna.Trial, result: TrialResult, ret: JobReturn | None) -> 
         "excerpt": (result.excerpt or "")[-_EXCERPT_CHARS:] or None,
         "metrics": {k: float(v) for k, v in (result.metrics or {}).items() if _finite(v)},
         JOB_DIR_ATTR: _job_dir(ret),
+        PREDICTED_ATTR: {k: float(v) for k, v in (result.predicted or {}).items() if _finite(v)},
     }
     for key, value in attrs.items():
         if key == JOB_DIR_ATTR and value is None:

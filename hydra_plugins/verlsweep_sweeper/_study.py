@@ -26,7 +26,8 @@ from optuna.trial import FrozenTrial, TrialState
 
 from hydra_plugins.verlsweep_sweeper._space import SearchSpace, SearchSpaceError, describe
 from verlsweep.common.errors import Problem
-from verlsweep.study_link import OVER_BUDGET_ATTR, PRUNER_ATTR, open_storage
+from verlsweep.common.names import OVER_BUDGET_ATTR
+from verlsweep.study_link import PRUNER_ATTR, open_storage
 
 log = logging.getLogger(__name__)
 

@@ -10,6 +10,7 @@ or a dry run): nothing here runs.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any, Mapping
 
 from omegaconf import DictConfig, OmegaConf
@@ -72,3 +73,28 @@ def finish_parent_run(tracking: Tracking | None, status: str, others_alive: bool
         study_runs.end_run(tracking.client, tracking.parent, status)
     except Exception as exc:  # noqa: BLE001 - the sweep's results are on disk either way
         log.warning("could not end MLflow parent run %s as %s: %s", tracking.parent, status, exc)
+
+
+def update_parent_run(config: DictConfig, run_id: str | None, step: int, metrics: Mapping[str, float],
+                      files: Mapping[str, list[Path]]) -> None:
+    """After a batch: best_objective, trials_done and the outcome counts of the whole study at `step`
+    (a resumed sweep continues the series); the sweep's files."""
+    if run_id is None:
+        return
+    try:
+        mlflow_runs.update_sweep_run(config, run_id, step, metrics, files)
+    except Exception as exc:  # noqa: BLE001 - the sweep's results are on disk either way
+        log.warning("could not update MLflow parent run %s: %s", run_id, exc)
+
+
+def ui_hint(config: DictConfig, run_id: str) -> str:
+    """How to look at the sweep in the MLflow UI (the runs table with the sweep's columns)."""
+    uri = mlflow_runs.tracking_uri(config)
+    try:
+        exp_id = mlflow_runs.client_for(uri).get_run(run_id).info.experiment_id
+    except Exception:  # noqa: BLE001 - only a hint
+        return f"MLflow: parent run {run_id} in {uri}"
+    remote = uri.startswith(("http://", "https://"))
+    serve = f"open {uri.rstrip('/')}" if remote else f"mlflow ui --backend-store-uri {uri}"
+    base = uri.rstrip("/") if remote else "http://127.0.0.1:5000"
+    return f"MLflow: {serve}  ->  {base}{mlflow_runs.ui_path(exp_id)}"

@@ -142,6 +142,17 @@ class LongRunConfig:
 
 
 @dataclass
+class GuideConfig:
+    """Planner-guided start (_guide.py): before the first launch the planner ranks the search space
+    and its `top_k` best predicted feasible configs (one per TP/offload combination) run right after
+    the recipe's. 0 switches the guide off. benchmarks/search_efficiency.py picked 1: on its planner
+    landscapes 1, 3 and 5 reach the target equally fast where the planner's ranking is right, and
+    every further guided trial is one fewer for the sampler where it is wrong."""
+
+    top_k: int = 1
+
+
+@dataclass
 class VerlSweepSweeperConf:
     _target_: str = "hydra_plugins.verlsweep_sweeper.verlsweep_sweeper.VerlSweepSweeper"
     # the sweeper builds sampler and pruner itself (the grid sampler needs the search space)
@@ -173,6 +184,10 @@ class VerlSweepSweeperConf:
     heartbeat_interval: int = 30
     grace_period: Optional[int] = None
     long_run: LongRunConfig = field(default_factory=LongRunConfig)
+    guide: GuideConfig = field(default_factory=GuideConfig)
+    # false: a proposal equal to a trial this study has measured is told that result again and
+    # launches nothing (user attr `reused_from`); true: measure it again
+    remeasure: bool = False
 
 
 def register() -> None:

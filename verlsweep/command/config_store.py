@@ -21,9 +21,18 @@ def register() -> None:
     # conf/hardware/auto.yaml: every field resolves to the explanation of how to make a profile
     if not OmegaConf.has_resolver(AUTO_RESOLVER):
         OmegaConf.register_new_resolver(AUTO_RESOLVER, _hardware_auto)
+    # conf/sweep.yaml: verl's trainer.project_name is the MLflow experiment of the trial
+    if not OmegaConf.has_resolver(COALESCE_RESOLVER):
+        OmegaConf.register_new_resolver(COALESCE_RESOLVER, coalesce)
 
 
 AUTO_RESOLVER = "verlsweep.hardware_auto"
+COALESCE_RESOLVER = "verlsweep.coalesce"
+
+
+def coalesce(*values: object) -> object:
+    """The first value that is set (oc.select returns a key's null instead of its default)."""
+    return next((v for v in values if v is not None and v != ""), None)
 
 
 class HardwareAutoError(ValueError):

@@ -41,3 +41,14 @@ CRASH_AT_ENV = "VERLSWEEP_CRASH_AT"
 # names taken for credentials.
 REDACTED = "***"
 SECRET_NAME = re.compile(r"TOKEN|PASSWORD|SECRET|KEY", re.IGNORECASE)
+
+# Attributes the sweeper stores in the Optuna study, which the report reads back.
+PLACEHOLDER_ATTR = "verlsweep.placeholder"     # trial user attr: its values are a placeholder (oom/infeasible)
+OVER_BUDGET_ATTR = "verlsweep.over_budget"     # trial system attr: asked beyond n_trials, never run
+N_TRIALS_ATTR = "verlsweep.n_trials"           # study user attr: the study's total trial budget
+PREDICTED_ATTR = "predicted"                   # trial user attr: the planner's numbers (plan/...)
+OBJECTIVES_ATTR = "verlsweep.objectives"       # study user attr: the TrialResult values the directions apply to
+TRACKING_ATTR = "verlsweep.tracking"           # study user attr: {uri, experiment} of its MLflow runs
+OVERRIDES_ATTR = "overrides"                   # trial user attr: the overrides the trial's job ran with
+REUSED_FROM_ATTR = "reused_from"               # trial user attr: the trial whose measurement it repeats
+REUSED_RUN_ATTR = "reused_run_id"              # trial user attr: that trial's MLflow run

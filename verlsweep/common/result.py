@@ -39,6 +39,7 @@ class TrialResult:
     duration_s: float = 0.0
     peak_device_hbm_gb: float | None = None  # max HBM in use on any of its devices, from npu-smi / NVML
     predicted_peak_gb: float | None = None  # the planner's PEAK_MEMORY_METRIC for a trial that never ran
+    predicted: dict[str, float] = field(default_factory=dict)  # the planner's numbers before launch (plan/...)
 
     def __post_init__(self) -> None:
         if self.outcome not in OUTCOMES:

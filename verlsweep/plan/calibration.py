@@ -66,6 +66,11 @@ class Point:
     step_s: float | None = None
     fit: tuple[str, ...] = ()           # which reported numbers the fit uses: throughput, memory
     note: str = ""
+    # a published number kept out of every fit, so it measures the planner on data it never saw
+    held_out: bool = False
+    # a failure derived from the planner's own rules (e.g. vLLM's start check), not a report: the
+    # planner agreeing with it is no evidence, so accuracy figures do not count it
+    derived: bool = False
 
     def compose_overrides(self) -> list[str]:
         """Overrides for our conf/ that reproduce the point."""
@@ -100,6 +105,7 @@ def _point(raw: dict[str, Any]) -> Point:
         peak_gb=reported.get("peak_gb"), tok_s=reported.get("tok_s"),
         tok_s_range=tuple(rng) if rng else None, step_s=reported.get("step_s"),
         fit=tuple(raw.get("fit") or ()), note=str(raw.get("note", "")),
+        held_out=bool(raw.get("held_out", False)), derived=bool(raw.get("derived", False)),
     )
 
 
@@ -111,6 +117,9 @@ def parse(raw: dict[str, Any], path: Path | None = None) -> Calibration:
     if missing or unknown:
         raise ValueError(f"calibration {path}: missing constants {missing}, unknown constants {unknown}")
     values = {n: float(consts[n]["value"]) for n in names}
+    both = [str(p.get("id")) for p in raw.get("points") or () if p.get("held_out") and p.get("fit")]
+    if both:
+        raise ValueError(f"calibration {path}: points {both} are held_out but name reported numbers under `fit`")
     return Calibration(
         constants=Constants(**values),
         points=tuple(_point(p) for p in raw.get("points") or ()),

@@ -62,7 +62,7 @@ def fit(cal: Calibration, samples: list[Sample], start: Constants | None = None)
 
     start = start or cal.constants
     kinds = {s.kind for s in samples}
-    names = [n for n in cal.fitted if _informed(n, kinds)]
+    names = informed(cal, kinds)
     before = relative_errors(samples, start)
     if not names or not samples:
         return FitResult(start, before, before, {})
@@ -85,6 +85,11 @@ def fit(cal: Calibration, samples: list[Sample], start: Constants | None = None)
 
 _MEMORY_CONSTANTS = {"logits_bytes", "forward_logits_bytes", "activation_factor", "fragmentation",
                      "prompt_tokens", "response_mean_tokens", "response_shape"}
+
+
+def informed(cal: Calibration, kinds: set[str] | tuple[str, ...]) -> list[str]:
+    """The fitted constants samples of these kinds can move."""
+    return [n for n in cal.fitted if _informed(n, set(kinds))]
 
 
 def _informed(name: str, kinds: set[str]) -> bool:

@@ -26,7 +26,8 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from verlsweep.reconcile import sessions, trials as stale_trials
-from verlsweep.study_link import OVER_BUDGET_ATTR
+from verlsweep.common.labels import trial_label
+from verlsweep.common.names import OVER_BUDGET_ATTR, OVERRIDES_ATTR, REUSED_FROM_ATTR
 from verlsweep.tracking import study_runs
 from verlsweep.tracking.mlflow_runs import status_for
 
@@ -105,12 +106,31 @@ def run_findings(study: optuna.Study, tracking: Tracking, skip_sessions: set[str
     return out
 
 
+def _label(t: FrozenTrial) -> str | None:
+    """The knobs part of the run name the trial's job was given (`trial.label=...`), if any."""
+    for item in t.user_attrs.get(OVERRIDES_ATTR) or []:
+        key, _, value = str(item).lstrip("+").partition("=")
+        if key == "trial.label":
+            return value.strip("'\"") or None
+    return None
+
+
 def _fix_missing(client: Any, exp: str, name: str, t: FrozenTrial, parent: str | None, status: str,
                  said: str) -> Callable[[], Any]:
     def fix() -> None:
-        reason = str(t.user_attrs.get("excerpt") or "recorded by verlsweep: the trial never created a run")
+        source = t.user_attrs.get(REUSED_FROM_ATTR)
+        tags, shown = {}, said
+        if source is not None:
+            shown = f"reused t{int(source):02d}"
+            # launched nothing: the run says whose measurement it repeats and carries its numbers
+            reason = f"reuses trial {source}'s measurement; nothing launched (hydra.sweeper.remeasure=false)"
+            tags = {study_runs.REUSED_FROM_TAG: str(source)}
+        else:
+            reason = str(t.user_attrs.get("excerpt") or "recorded by verlsweep: the trial never created a run")
         params = {k: v for k, v in t.params.items()}
-        run_id = study_runs.record_trial(client, exp, name, t.number, parent, said, reason, status, params)
+        run_id = study_runs.record_trial(client, exp, name, t.number, parent, said, reason, status, params,
+                                         run_name=trial_label(t.number, shown, _label(t)), tags=tags)
+        study_runs.log_measurements(client, run_id, {k: t.user_attrs.get(k) for k in _MEASURED})
         log.info("verlsweep: trial %d recorded as MLflow run %s (%s, %s)", t.number, run_id, said, status)
     return fix
 

@@ -1,8 +1,29 @@
-"""Reports on a study after (or while) its sweep runs.
+"""Stage 5, report: what a sweep found, read back from its Optuna study: report.html (plots, the best
+config and its launch command, the OOM frontier per TP, the planner's predictions next to the
+measurements) and the text status of a running study.
 
-`python -m verlsweep.report --status [--repair] <sweep dir | --storage URL --study NAME>` lists every
-disagreement between Optuna, MLflow and the sweep dir (verlsweep.reconcile.check) and, with
---repair, applies the rules a sweep applies on start.
+    python -m verlsweep.report outputs/sweeps/<date>            # writes <dir>/report.html
+    python -m verlsweep.report --storage sqlite:///verlsweep-optuna.db --study NAME --status
+    python -m verlsweep.report outputs/sweeps/<date> --status --repair    # check, then reconcile
 
-May import: verlsweep.common, verlsweep.tracking, verlsweep.study_link, verlsweep.reconcile.
+May import: verlsweep.common; for --status/--repair (status.py) also verlsweep.tracking, study_link and
+reconcile, which say where Optuna, MLflow and the sweep dir disagree and apply the rules a sweep applies
+on start. The report itself reads what the sweeper stored in the study (user attrs named in
+verlsweep.common.names), never the trial process or MLflow.
 """
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+
+from verlsweep.report.data import Sweep, load
+from verlsweep.report.html import REPORT_HTML, status_text, text_summary, write
+
+
+def write_report(study: optuna.Study, out_dir: Path, objectives: list[str] | None = None) -> list[Path]:
+    """report.html + plots/ of `study` into `out_dir`; the files written."""
+    return write(load(study, objectives), out_dir)
+
+
+__all__ = ["REPORT_HTML", "Sweep", "load", "status_text", "text_summary", "write", "write_report"]

@@ -13,7 +13,8 @@ from typing import Any
 import yaml
 
 from verlsweep.reconcile import check, sessions
-from verlsweep.study_link import OBJECTIVES_ATTR, TRACKING_ATTR, absolute_storage_url, open_storage
+from verlsweep.common.names import OBJECTIVES_ATTR, TRACKING_ATTR
+from verlsweep.study_link import absolute_storage_url, open_storage
 from verlsweep.tracking import mlflow_runs, study_runs
 
 DEFAULT_GRACE_S = 90.0          # the sweeper's default: 3 x hydra.sweeper.heartbeat_interval (30 s)

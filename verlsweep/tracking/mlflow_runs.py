@@ -10,9 +10,12 @@ Contract with the sweeper (hydra_plugins/verlsweep_sweeper)
    `sweep.hardware`, `sweep.algorithm`, `sweep.model`, `sweep.sampler`, `sweep.study`, `sweep.role=parent`;
    params: the fixed recipe values (dotted verl keys, swept keys left out); artifact `search_space.json`.
 2. Every trial gets the overrides `tracking.parent_run_id=<parent_id>` (and `trial.number`,
-   `trial.study_name` as the sweeper defines them). The child run is then created in the parent's experiment
-   with tag `mlflow.parentRunId`, so a trial can never land in a different experiment than its sweep.
-3. At the end: `tracking.finish_sweep_run(cfg, parent_id, status)` (FINISHED / FAILED / KILLED).
+   `trial.study_name`, `trial.label`: the knobs that vary, for the run name `t07 util=0.90 tp=2`,
+   renamed `t07 oom util=0.90 tp=2` at the end). The child run is then created in the parent's
+   experiment with tag `mlflow.parentRunId`, so a trial can never land in another experiment than its sweep.
+3. After every batch: `tracking.update_sweep_run(cfg, parent_id, step, metrics, files)`: the sweep's
+   numbers (best_objective, trials_done, trials_<outcome>) as a step series, its output files.
+4. At the end: `tracking.finish_sweep_run(cfg, parent_id, status)` (FINISHED / FAILED / KILLED).
 A single run (no -m) has no parent: the child goes to `experiment_name(cfg)` on its own.
 
 Never set MLFLOW_RUN_ID in the sweep's own process: MLflow's fluent API would adopt it and nested
@@ -44,6 +47,7 @@ from urllib.parse import urlparse
 from omegaconf import DictConfig, OmegaConf
 
 from verlsweep.common.errors import ConfigError, Problem
+from verlsweep.common.labels import trial_label
 from verlsweep.common.names import MLFLOW_RUN_ID_ENV, MLFLOW_URI_ENV, PEAK_MEMORY_METRIC, REDACTED, SECRET_NAME
 from verlsweep.common.result import TrialResult
 
@@ -53,6 +57,20 @@ PARENT_RUN_KEY = "tracking.parent_run_id"
 DEFAULT_EXPERIMENT = "verlsweep"
 # verl/utils/tracking.py _MlflowLoggingAdapter._sanitize_key: the names verl's metrics get in MLflow
 _INVALID_METRIC_CHARS = re.compile(r"[^/\w.\- :]")
+
+# MLflow 3 records what an experiment is for in this tag; its UI's experiment-kind selector writes
+# "custom_model_development" ("Machine learning") or "genai_development" (mlflow/server/js ExperimentKind).
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+MODEL_TRAINING_KIND = "custom_model_development"
+# The MLflow 3.17 UI shows an experiment as GenAI or model training by its workflow switch (URL param
+# `workflowType`, default genai); `viewStateShareKey` loads a view stored in the experiment tag
+# `mlflow.sharedViewState.<key>` (its "share view" button): here the columns a sweep is compared by.
+SHARED_VIEW_KEY = "verlsweep"
+SHARED_VIEW_TAG = f"mlflow.sharedViewState.{SHARED_VIEW_KEY}"
+SHARED_VIEW = {"selectedColumns": [
+    "attributes.`Duration`", "metrics.`best_objective`", "metrics.`trials_done`", "metrics.`objective`",
+    "metrics.`peak_memory_gb`", "tags.`trial.outcome`"], "columnWidths": {"attributes.`Run Name`": 300}}
+SWEEP_INDEX_TAG = "sweep.index"
 
 # `orphaned`: its sweep died and a later one stopped what was left (verlsweep.reconcile);
 # `interrupted`: its sweep was stopped (Ctrl-C) mid-trial
@@ -153,14 +171,32 @@ def artifact_location(cfg: DictConfig, name: str) -> str | None:
     return None
 
 
+def ui_path(experiment_id: str) -> str:
+    """The experiment's runs table in the MLflow UI (append to the server's URL)."""
+    return f"/#/experiments/{experiment_id}/runs?workflowType=machine_learning&viewStateShareKey={SHARED_VIEW_KEY}"
+
+
+def _model_training_tags(client, experiment) -> None:
+    """A sweep's experiment is model training (its runs, not GenAI traces) with the sweep's columns."""
+    have = dict(getattr(experiment, "tags", None) or {})
+    if have.get(EXPERIMENT_KIND_TAG) != MODEL_TRAINING_KIND:
+        client.set_experiment_tag(experiment.experiment_id, EXPERIMENT_KIND_TAG, MODEL_TRAINING_KIND)
+    if SHARED_VIEW_TAG not in have:
+        client.set_experiment_tag(experiment.experiment_id, SHARED_VIEW_TAG, json.dumps(SHARED_VIEW))
+
+
 def ensure_experiment(client, name: str, location: str | None = None) -> str:
     try:
         found = client.get_experiment_by_name(name)
         if found is not None:
             if found.lifecycle_stage == "deleted":
                 client.restore_experiment(found.experiment_id)
+            _model_training_tags(client, found)
             return found.experiment_id
-        return client.create_experiment(name, artifact_location=location)
+        exp_id = client.create_experiment(name, artifact_location=location,
+                                          tags={EXPERIMENT_KIND_TAG: MODEL_TRAINING_KIND})
+        _model_training_tags(client, client.get_experiment(exp_id))
+        return exp_id
     except TrackingUnavailable:
         raise
     except Exception as exc:
@@ -212,7 +248,9 @@ def start_sweep_run(cfg: DictConfig, study_name: str, search_space: Mapping[str,
         ROLE_TAG: "parent",
         **_group_tags(cfg),
     }
-    run = client.create_run(exp_id, run_name=sweep_name or study_name, tags=tags)
+    index = _next_sweep_index(client, exp_id, study_name)
+    tags[SWEEP_INDEX_TAG] = str(index)
+    run = client.create_run(exp_id, run_name=f"{sweep_name or study_name} #{index}", tags=tags)
     run_id = run.info.run_id
     if fixed is None:
         swept = {k.removeprefix("verl.") for k in search_space}
@@ -220,6 +258,31 @@ def start_sweep_run(cfg: DictConfig, study_name: str, search_space: Mapping[str,
     _log_params(client, run_id, {k: _param_value(v) for k, v in fixed.items()})
     client.log_text(run_id, json.dumps(_plain(search_space), indent=2, default=str) + "\n", "search_space.json")
     return run_id
+
+
+def _next_sweep_index(client, exp_id: str, study_name: str) -> int:
+    """1 + the sweep runs of this study so far: parent runs read `rollout_memory #1`, `#2`, ..."""
+    runs = client.search_runs([exp_id], filter_string=f"tags.`sweep.study` = '{study_name}'", max_results=1000)
+    indices = [int(r.data.tags.get(SWEEP_INDEX_TAG, "0") or 0) for r in runs
+               if "mlflow.parentRunId" not in r.data.tags and "trial.number" not in r.data.tags]
+    return max([0, *indices, len(indices)]) + 1
+
+
+def update_sweep_run(cfg: DictConfig, run_id: str, step: int, metrics: Mapping[str, float],
+                     files: Mapping[str, Iterable[Path]] | None = None) -> None:
+    """After a batch: the sweep's numbers as step `step` of a series, and its output files (replaced),
+    `files` by artifact folder ("" for the run's root)."""
+    from mlflow.entities import Metric
+
+    client = client_for(tracking_uri(cfg))
+    now = int(time.time() * 1000)
+    batch = [Metric(k, float(v), now, step) for k, v in metrics.items() if v is not None]
+    if batch:
+        client.log_batch(run_id, metrics=batch)
+    for folder, paths in (files or {}).items():
+        for path in paths:
+            if path.is_file():
+                client.log_artifact(run_id, str(path), artifact_path=folder or None)
 
 
 def finish_sweep_run(cfg: DictConfig, run_id: str, status: str = "FINISHED") -> None:
@@ -253,6 +316,8 @@ class TrialRun:
     client: Any
     uri: str
     run_id: str
+    number: int | None = None
+    label: str | None = None          # the knobs that vary (`util=0.90 tp=2 off=p,o`), from the sweeper
 
     @classmethod
     def start(cls, cfg: DictConfig, knobs: Mapping[str, Any], extra_tags: Mapping[str, str] | None = None) -> "TrialRun":
@@ -277,8 +342,10 @@ class TrialRun:
             tags["sweep.study"] = str(cfg.trial.study_name)
         if parent:
             tags["mlflow.parentRunId"] = str(parent)
-        run = client.create_run(exp_id, run_name=str(cfg.trial.name), tags={**tags, **(extra_tags or {})})
-        out = cls(client, uri, run.info.run_id)
+        number, label = cfg.trial.get("number"), cfg.trial.get("label")
+        name = trial_label(number, None, label) if label else str(cfg.trial.name)
+        run = client.create_run(exp_id, run_name=name, tags={**tags, **(extra_tags or {})})
+        out = cls(client, uri, run.info.run_id, number, str(label) if label else None)
         _log_params(client, out.run_id, {k: _param_value(v) for k, v in knobs.items()})
         return out
 
@@ -299,6 +366,7 @@ class TrialRun:
                         ("trial.duration_s", result.duration_s), ("trial.steps", result.steps))
                        if v is not None]
             metrics += [Metric(f"objective.{k}", float(v), now, 0) for k, v in result.metrics.items()]
+            metrics += [Metric(sanitize_metric_key(k), float(v), now, 0) for k, v in result.predicted.items()]
             tags = [RunTag("trial.outcome", result.outcome), RunTag("trial.reason", reason[:5000]),
                     RunTag("trial.backend", result.backend)]
             if device_peak is not None:      # verlsweep.tracking.system_metrics.DevicePeak
@@ -308,6 +376,8 @@ class TrialRun:
                 phase = phase_of(device_peak.at, getattr(step_log, "arrived", {}) or {})
                 tags += [RunTag("peak_device_hbm.device", device_peak.device), RunTag("peak_device_hbm.phase", phase)]
             self.client.log_batch(self.run_id, metrics=metrics, tags=tags)
+            if self.label:     # the name says the outcome once it is known
+                self.client.update_run(self.run_id, name=trial_label(self.number, result.outcome, self.label))
             if step_log is not None and objective_metric:
                 self._backfill_steps(step_log, objective_metric)
             for path in artifacts:

@@ -25,6 +25,7 @@ OUTCOME_TAG = "trial.outcome"
 REASON_TAG = "trial.reason"
 RESUMES_TAG = "sweep.resumes"
 SUPERSEDED_TAG = "sweep.superseded_by"
+REUSED_FROM_TAG = "trial.reused_from"
 TERMINAL = ("FINISHED", "FAILED", "KILLED")
 
 
@@ -114,15 +115,17 @@ def end_run(client: Any, run_id: str, status: str, tags: Mapping[str, str] | Non
 
 
 def record_trial(client: Any, exp_id: str, study: str, number: int, parent: str | None, outcome: str,
-                 reason: str, status: str | None = None, params: Mapping[str, Any] | None = None) -> str:
+                 reason: str, status: str | None = None, params: Mapping[str, Any] | None = None, *,
+                 run_name: str | None = None, tags: Mapping[str, str] | None = None) -> str:
     """A child run for a trial whose own run is missing (it never launched, or died before creating
     one): the trial is recorded, not missing."""
     from mlflow.entities import Param
 
-    tags = {NUMBER_TAG: str(number), STUDY_TAG: study, OUTCOME_TAG: outcome, REASON_TAG: reason[:5000]}
+    tags = {**(tags or {}), NUMBER_TAG: str(number), STUDY_TAG: study, OUTCOME_TAG: outcome,
+            REASON_TAG: reason[:5000]}
     if parent:
         tags["mlflow.parentRunId"] = parent
-    run = client.create_run(exp_id, run_name=f"trial-{number}", tags=tags)
+    run = client.create_run(exp_id, run_name=run_name or f"trial-{number}", tags=tags)
     if params:
         items = [Param(k, str(v)[:6000]) for k, v in params.items()]
         for i in range(0, len(items), 100):

@@ -1,0 +1,55 @@
+"""The planner-guided start (hydra_plugins/verlsweep_sweeper/_guide.py): which configs it enqueues."""
+from __future__ import annotations
+
+from hydra.core.override_parser.overrides_parser import OverridesParser
+
+from hydra_plugins.verlsweep_sweeper import _guide, _space
+from verlsweep.command.compose import compose_config
+
+UTIL = "verl.actor_rollout_ref.rollout.gpu_memory_utilization"
+TP = "verl.actor_rollout_ref.rollout.tensor_model_parallel_size"
+P_OFF = "verl.actor_rollout_ref.actor.fsdp_config.param_offload"
+O_OFF = "verl.actor_rollout_ref.actor.fsdp_config.optimizer_offload"
+SPACE = [f"{UTIL}=range(0.30,1.0,0.05)", f"{TP}=choice(1,2,4,8)", f"{P_OFF}=choice(true,false)",
+         f"{O_OFF}=choice(true,false)"]
+
+
+def _space_of(lines: list[str]) -> _space.SearchSpace:
+    return _space.parse(lines, OverridesParser.create())
+
+
+def test_the_guide_enqueues_the_best_predicted_feasible_configs_one_per_tp_and_offload_combination():
+    cfg = compose_config(["hardware=a2_64g", "model=qwen3_8b", "algorithm=remax"])
+    sp = _space_of(SPACE)
+    predictions = _guide.predict_all(cfg, sp, _guide.candidates(sp))
+    assert len(predictions) == 14 * 4 * 2 * 2
+    assert any(not p.feasible for p in predictions)            # the space has an OOM region to avoid
+
+    picked = _guide.entries(cfg, sp, top_k=3)
+    assert len(picked) == 3
+    by_params = {tuple(sorted(p.params.items())): p for p in predictions}
+    chosen = [by_params[tuple(sorted(e.items()))] for e in picked]
+    assert all(p.status == "ok" for p in chosen)
+    best_ok = max(p.tok_s for p in predictions if p.status == "ok")
+    assert chosen[0].tok_s == best_ok
+    assert [p.tok_s for p in chosen] == sorted((p.tok_s for p in chosen), reverse=True)
+    assert len({(e[TP], e[P_OFF], e[O_OFF]) for e in picked}) == 3   # not three utils of one combination
+
+
+def test_a_fixed_override_of_the_sweep_is_part_of_what_the_planner_predicts():
+    cfg = compose_config(["hardware=a2_64g", "model=qwen3_8b", "algorithm=remax"])
+    config = [{UTIL: 0.6, TP: 2, P_OFF: True, O_OFF: True}]
+    plain = _guide.predict_all(cfg, _space_of(SPACE), config)[0]
+    longer = _guide.predict_all(cfg, _space_of([*SPACE, "verl.data.max_response_length=4096"]), config)[0]
+    assert longer.tok_s != plain.tok_s
+
+
+def test_without_a_planner_opinion_the_start_is_unguided():
+    cfg = compose_config(["hardware=a2_64g", "model=qwen3_8b", "algorithm=remax",
+                          "verl.actor_rollout_ref.rollout.name=sglang"])
+    assert _guide.entries(cfg, _space_of(SPACE), top_k=3) == []
+
+
+def test_top_k_zero_switches_the_guide_off():
+    cfg = compose_config(["hardware=a2_64g", "model=qwen3_8b", "algorithm=remax"])
+    assert _guide.entries(cfg, _space_of(SPACE), top_k=0) == []

@@ -1,0 +1,153 @@
+"""report.html: one self-contained page (images inline as base64, plotly.js inline: opens offline) and
+the same facts as text for the terminal."""
+from __future__ import annotations
+
+import base64
+import html
+from pathlib import Path
+from typing import Any
+
+from verlsweep.report.data import PREDICTED_PEAK, PREDICTED_TOK_S, Row, Sweep
+from verlsweep.report.plots import Plot, draw
+
+REPORT_HTML = "report.html"
+BEST_LAUNCH = "best_launch.sh"      # written by the sweeper beside trials.csv and best.yaml
+
+_STYLE = """
+body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#212529}
+table{border-collapse:collapse;font-size:13px;margin:.5em 0}td,th{border:1px solid #dee2e6;padding:2px 8px;text-align:right}
+td.l,th.l{text-align:left}tr.best{background:#ebfbee;font-weight:600}pre{background:#f8f9fa;padding:1em;overflow-x:auto;font-size:12px}
+img{max-width:100%;border:1px solid #dee2e6}.note{color:#868e96}
+"""
+
+
+def _num(value: Any, fmt: str = ".4g") -> str:
+    return "-" if not isinstance(value, (int, float)) or isinstance(value, bool) else format(value, fmt)
+
+
+def _util(sweep: Sweep, value: Any) -> str:
+    return "-" if value is None else sweep.shown(sweep.util_param() or "", value)
+
+
+def status_text(sweep: Sweep) -> str:
+    """`12 of 30 trials; best objective 391.5 (t02 util=0.70 tp=1 off=p); completed 8, oom 3`"""
+    done = len(sweep.finished())
+    total = f" of {sweep.n_trials}" if sweep.n_trials else ""
+    best = sweep.best()
+    best_text = (f"best {sweep.objectives[0]} {_num(best.values[0])} (t{best.number:02d} {best.knobs})"
+                 if best else "no measured trial yet")
+    running = sum(1 for r in sweep.rows if r.outcome == "running")
+    outcomes = ", ".join(f"{k} {v}" for k, v in sweep.outcomes().items())
+    return (f"study {sweep.study.study_name}: {done}{total} trials done"
+            f"{f', {running} running' if running else ''}; {best_text}; {outcomes or 'no trials'}")
+
+
+def launch_command(sweep: Sweep, sweep_dir: Path | None) -> str | None:
+    for folder in (sweep_dir, sweep.sweep_dir()):
+        if folder is not None and (folder / BEST_LAUNCH).is_file():
+            return (folder / BEST_LAUNCH).read_text()
+    return None
+
+
+def text_summary(sweep: Sweep, sweep_dir: Path | None = None) -> str:
+    lines = [status_text(sweep)]
+    best = sweep.best()
+    if best is not None:
+        lines.append(f"best trial {best.number}: " + ", ".join(
+            f"{n}={_num(v)}" for n, v in zip(sweep.objectives, best.values)))
+        lines += [f"  {k}={sweep.shown(k, v)}" for k, v in best.params.items()]
+    for f in sweep.frontier():
+        lines.append(f"tp={f['tp']}: highest util that fit {_util(sweep, f['highest_fit'])}, "
+                     f"lowest that did not {_util(sweep, f['lowest_oom'])} ({f['trials']} trials)")
+    if launch_command(sweep, sweep_dir):
+        folder = sweep_dir or sweep.sweep_dir()
+        lines.append(f"launch the long run: bash {folder / BEST_LAUNCH}")
+    return "\n".join(lines)
+
+
+def _table(head: list[str], rows: list[list[str]], left: set[int], best_rows: set[int] = frozenset()) -> str:
+    th = "".join(f"<th class='{'l' if i in left else ''}'>{html.escape(h)}</th>" for i, h in enumerate(head))
+    body = []
+    for n, row in enumerate(rows):
+        tds = "".join(f"<td class='{'l' if i in left else ''}'>{html.escape(c)}</td>" for i, c in enumerate(row))
+        body.append(f"<tr class='{'best' if n in best_rows else ''}'>{tds}</tr>")
+    return f"<table><tr>{th}</tr>{''.join(body)}</table>"
+
+
+def _trials_table(sweep: Sweep, best: Row | None) -> str:
+    head = ["#", "outcome", *sweep.objectives, "peak GB", "s", *[sweep.short(p) for p in sweep.param_names]]
+    rows, marks = [], set()
+    for i, r in enumerate(sweep.rows):
+        values = [_num(v) for v in r.values] if r.values else ["-"] * len(sweep.objectives)
+        rows.append([str(r.number), r.outcome, *values, _num(r.peak_gb, ".1f"), _num(r.duration_s, ".1f"),
+                     *[sweep.shown(p, r.params[p]) if p in r.params else "" for p in sweep.param_names]])
+        if best is not None and r.number == best.number:
+            marks.add(i)
+    return _table(head, rows, {1, *range(len(head) - len(sweep.param_names), len(head))}, marks)
+
+
+def _predictions_table(sweep: Sweep) -> str:
+    head = ["#", "outcome", "knobs", "predicted tok/s", sweep.objectives[0], "predicted peak GB", "peak GB"]
+    rows = [[str(r.number), r.outcome, r.knobs, _num(r.predicted.get(PREDICTED_TOK_S)),
+             _num(r.values[0]) if r.values else "-", _num(r.predicted.get(PREDICTED_PEAK), ".1f"),
+             _num(r.peak_gb, ".1f")] for r in sweep.rows if r.predicted]
+    if not rows:
+        return "<p class='note'>no trial carries the planner's prediction</p>"
+    return _table(head, rows, {1, 2})
+
+
+def _frontier_table(sweep: Sweep) -> str:
+    rows = [[str(f["tp"]), _util(sweep, f["highest_fit"]), _util(sweep, f["lowest_oom"]), str(f["trials"])]
+            for f in sweep.frontier()]
+    if not rows:
+        return "<p class='note'>the search space does not vary rollout TP and gpu_memory_utilization</p>"
+    return _table(["tp", "highest util that completed", "lowest util that did not fit (oom/infeasible)", "trials"],
+                  rows, set())
+
+
+def _plot_section(plot: Plot) -> str:
+    parts = [f"<h3>{html.escape(plot.title)}</h3>"]
+    if plot.png is not None and plot.png.is_file():
+        data = base64.b64encode(plot.png.read_bytes()).decode()
+        parts.append(f"<img class='plot' alt='{html.escape(plot.name)}' src='data:image/png;base64,{data}'>")
+    if plot.html:
+        parts.append(f"<details><summary>interactive</summary><div class='plotly-plot'>{plot.html}</div></details>")
+    if plot.note:
+        parts.append(f"<p class='note'>not drawn: {html.escape(plot.note)}</p>")
+    return "".join(parts)
+
+
+def render(sweep: Sweep, plots: list[Plot], sweep_dir: Path | None) -> str:
+    best = sweep.best()
+    launch = launch_command(sweep, sweep_dir)
+    best_html = "<p>no measured trial yet</p>"
+    if best is not None:
+        values = ", ".join(f"{n} = {_num(v)}" for n, v in zip(sweep.objectives, best.values))
+        knobs = "".join(f"{k}={sweep.shown(k, v)}\n" for k, v in best.params.items())
+        best_html = f"<p>trial {best.number} ({html.escape(best.knobs)}): {html.escape(values)}</p><pre>{html.escape(knobs)}</pre>"
+    launch_html = (f"<h3>Launch command (best_launch.sh)</h3><pre id='launch'>{html.escape(launch)}</pre>" if launch
+                   else "<p class='note'>no best_launch.sh yet</p>")
+    plotly = ""
+    if any(p.html for p in plots):
+        from plotly.offline import get_plotlyjs
+
+        plotly = f"<script>{get_plotlyjs()}</script>"
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>verlsweep: {html.escape(sweep.study.study_name)}"
+            f"</title><style>{_STYLE}</style>{plotly}</head><body>"
+            f"<h1>{html.escape(sweep.study.study_name)}</h1><p>{html.escape(status_text(sweep))}</p>"
+            f"<h2>Best config</h2>{best_html}{launch_html}"
+            f"<h2>Plots</h2>{''.join(_plot_section(p) for p in plots)}"
+            f"<h2>OOM frontier per TP</h2>{_frontier_table(sweep)}"
+            f"<h2>Planner's predictions and the measurements</h2>{_predictions_table(sweep)}"
+            f"<h2>Trials</h2>{_trials_table(sweep, best)}</body></html>")
+
+
+def write(sweep: Sweep, out_dir: Path) -> list[Path]:
+    """report.html and the plots into `out_dir`; returns what was written (the sweep logs it to MLflow)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    plots = draw(sweep, out_dir)
+    path = out_dir / REPORT_HTML
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(render(sweep, plots, out_dir))
+    tmp.replace(path)
+    return [path, *(p.png for p in plots if p.png is not None)]
