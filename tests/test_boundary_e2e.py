@@ -19,10 +19,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.trial_helpers import STANDIN, copy_store, new_mark, run_sweep, survivors, tiny_overrides
-from tests.test_runner_e2e import BASIC, UTIL, child_runs
-from verlsweep.command.compose import compose_config
-from verlsweep.tracking import mlflow_runs as tracking
+from tests.trial_helpers import STANDIN, copy_store, mode_sweep, new_mark, run_sweep, survivors, tiny_overrides
 
 pytestmark = pytest.mark.slow
 
@@ -33,18 +30,12 @@ STALL_S = 5
 @pytest.fixture(scope="module")
 def boundary_sweep(tiny_model_dir, gsm8k_dir, empty_mlflow_db, tmp_path_factory):
     work = tmp_path_factory.mktemp("boundary_sweep")
-    uri = copy_store(empty_mlflow_db, work)
-    base = tiny_overrides(tiny_model_dir, gsm8k_dir, work / "out", uri)
-    parent = tracking.start_sweep_run(compose_config(base), "e2e-boundary", {"env.VERL_STANDIN_MODE": MODES},
-                                      sampler="basic")
-    mark = new_mark()
+    base = tiny_overrides(tiny_model_dir, gsm8k_dir, work / "out", copy_store(empty_mlflow_db, work))
     coloured = f"runner.entrypoint=[env,'RAY_COLOR_PREFIX=1',{sys.executable},{STANDIN}]"
-    proc = run_sweep(work, [*base, coloured, *BASIC, UTIL, "validate.verl=false", f"tracking.parent_run_id={parent}",
-                            f"runner.stall_timeout={STALL_S}", "runner.startup_timeout=120", "runner.grace_period=2",
-                            "+env.VERL_STANDIN_STARTUP_SECONDS=8", "+env.VERL_STANDIN_STEP_SECONDS=0.2",
-                            "verl.trainer.logger=[console,file]",
-                            "+env.VERL_STANDIN_MODE=" + ",".join(MODES)], mark, multirun=True)
-    return {"proc": proc, "uri": uri, "runs": child_runs(uri, parent), "mark": mark, "work": work}
+    return mode_sweep(work, base, "e2e-boundary", MODES, [
+        coloured, "validate.verl=false", f"runner.stall_timeout={STALL_S}", "runner.startup_timeout=120",
+        "runner.grace_period=2", "+env.VERL_STANDIN_STARTUP_SECONDS=8", "+env.VERL_STANDIN_STEP_SECONDS=0.2",
+        "verl.trainer.logger=[console,file]"])
 
 
 def test_on_an_existing_ray_cluster_verl_still_logs_into_the_trials_run_and_file(tiny_model_dir, gsm8k_dir,

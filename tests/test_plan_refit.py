@@ -16,6 +16,7 @@ from mlflow.tracking import MlflowClient
 from tests.trial_helpers import copy_store
 from verlsweep.command import knobs
 from verlsweep.tracking import mlflow_runs as tracking
+from verlsweep.tracking import sweep_run
 from verlsweep.command.compose import compose_config
 from verlsweep.plan import calibration, from_cfg, plan_cfg, refit
 from verlsweep.plan.cli import main
@@ -51,7 +52,7 @@ def experiment(empty_mlflow_db, tmp_path_factory):
     uri = copy_store(empty_mlflow_db, tmp_path_factory.mktemp("refit"))
     base = compose_config([*BASE, f"tracking.uri={uri}"])
     search = {f"{R}.gpu_memory_utilization": "interval(0.3,0.9)", f"{R}.tensor_model_parallel_size": "choice(1,2,4,8)"}
-    parent = tracking.start_sweep_run(base, EXPERIMENT, search, sampler="tpe")
+    parent = sweep_run.start_sweep_run(base, EXPERIMENT, search, sampler="tpe")
     client = MlflowClient(uri)
     for number, (swept, prompt, response) in enumerate(TRIALS):
         overrides = [*BASE, f"tracking.uri={uri}", f"tracking.parent_run_id={parent}", f"trial.number={number}", *swept]
@@ -72,7 +73,7 @@ def experiment(empty_mlflow_db, tmp_path_factory):
     est.finish(TrialResult("completed", backend="estimate"), reason="estimated")
     oom = tracking.TrialRun.start(cfg, {})
     oom.finish(TrialResult("oom", backend="verl"), reason="NPU out of memory")
-    tracking.finish_sweep_run(base, parent)
+    sweep_run.finish_sweep_run(base, parent)
     return uri
 
 

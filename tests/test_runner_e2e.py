@@ -2,7 +2,7 @@
 one trial per outcome, checked in MLflow (MlflowClient) and in the process table (psutil).
 
 Most sweeps use Hydra's basic sweeper (`hydra/sweeper=basic`) to list the stand-in's modes, so these
-tests need no Optuna; the parent run is created with `tracking.start_sweep_run` exactly as the sweeper
+tests need no Optuna; the parent run is created with `sweep_run.start_sweep_run` exactly as the sweeper
 does and handed to the trials as `tracking.parent_run_id`.
 """
 from __future__ import annotations
@@ -14,41 +14,22 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.trial_helpers import copy_store, new_mark, run_sweep, standin_entrypoint, survivors, tiny_overrides
-from verlsweep.tracking import mlflow_runs as tracking
+from tests.trial_helpers import (BASIC, child_runs, copy_store, mode_sweep, new_mark, run_sweep, standin_entrypoint,
+                                 survivors, tiny_overrides)
+from verlsweep.tracking import sweep_run
 from verlsweep.command.compose import compose_config
 
 pytestmark = pytest.mark.slow
 
-# Hydra's basic sweeper lists values; the default search space (group `sweep`) is the Optuna sweeper's.
-BASIC = ["~sweep", "hydra/sweeper=basic"]
 MODES = ["ok", "oom", "vllm_cache_oom", "hccl_timeout", "crash", "no_devices"]
-UTIL = "verl.actor_rollout_ref.rollout.gpu_memory_utilization=0.55"
-
-
-def child_runs(uri: str, parent: str) -> dict[str, object]:
-    """Child runs of `parent` by the stand-in mode they ran."""
-    client = MlflowClient(uri)
-    exp = client.get_run(parent).info.experiment_id
-    runs = client.search_runs([exp], filter_string=f"tags.`mlflow.parentRunId` = '{parent}'")
-    util = "actor_rollout_ref.rollout.gpu_memory_utilization"
-    return {r.data.params.get("env.VERL_STANDIN_MODE", r.data.params.get(util)): r for r in runs}
 
 
 @pytest.fixture(scope="module")
 def outcome_sweep(tiny_model_dir, gsm8k_dir, empty_mlflow_db, tmp_path_factory):
     """One multirun, one trial per stand-in mode, nested under a parent run."""
     work = tmp_path_factory.mktemp("outcome_sweep")
-    uri = copy_store(empty_mlflow_db, work)
-    base = tiny_overrides(tiny_model_dir, gsm8k_dir, work / "out", uri)
-    parent = tracking.start_sweep_run(compose_config(base), "e2e-outcomes", {"env.VERL_STANDIN_MODE": MODES},
-                                      sampler="basic")
-    mark = new_mark()
-    proc = run_sweep(work, [*base, standin_entrypoint(), *BASIC, UTIL,
-                            f"tracking.parent_run_id={parent}", "tracking.experiment=ignored-for-children",
-                            "+env.VERL_STANDIN_MODE=" + ",".join(MODES)], mark, multirun=True)
-    return {"proc": proc, "uri": uri, "parent": parent, "runs": child_runs(uri, parent), "mark": mark,
-            "work": work}
+    base = tiny_overrides(tiny_model_dir, gsm8k_dir, work / "out", copy_store(empty_mlflow_db, work))
+    return mode_sweep(work, base, "e2e-outcomes", MODES, [standin_entrypoint(), "tracking.experiment=ignored-for-children"])
 
 
 def test_sweep_ran_every_trial_and_left_no_trial_process(outcome_sweep):
@@ -131,7 +112,7 @@ def test_artifacts_and_params_never_hold_credentials(tiny_model_dir, gsm8k_dir, 
 def test_config_error_in_a_sweep_is_a_tracked_outcome_and_the_sweep_goes_on(tiny_model_dir, gsm8k_dir, store,
                                                                             tmp_path):
     base = tiny_overrides(tiny_model_dir, gsm8k_dir, tmp_path / "out", store)
-    parent = tracking.start_sweep_run(compose_config(base), "e2e-config", {})
+    parent = sweep_run.start_sweep_run(compose_config(base), "e2e-config", {})
     proc = run_sweep(tmp_path, [*base, standin_entrypoint(), *BASIC, "validate.verl=false",
                                 "trial.steps=2", f"tracking.parent_run_id={parent}",
                                 "verl.actor_rollout_ref.rollout.gpu_memory_utilization=1.5,0.5"],
@@ -156,7 +137,7 @@ def test_config_error_in_a_sweep_is_a_tracked_outcome_and_the_sweep_goes_on(tiny
 def test_trial_over_a_limit_is_killed_with_its_whole_process_tree(tiny_model_dir, gsm8k_dir, store, tmp_path,
                                                                   mode, limits, outcome, reason):
     base = tiny_overrides(tiny_model_dir, gsm8k_dir, tmp_path / "out", store)
-    parent = tracking.start_sweep_run(compose_config(base), "e2e-limits", {})
+    parent = sweep_run.start_sweep_run(compose_config(base), "e2e-limits", {})
     mark = new_mark()
     proc = run_sweep(tmp_path, [*base, standin_entrypoint(), "validate.verl=false", f"tracking.parent_run_id={parent}",
                                 "runner.grace_period=2", f"+env.VERL_STANDIN_MODE={mode}", *limits], mark)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import optuna
 import pytest
+from mlflow.tracking import MlflowClient
 
 from tests.trial_helpers import copy_store
 
@@ -63,6 +64,21 @@ def test_a_re_proposed_config_reuses_the_measurement_and_launches_nothing(empty_
         rows = list(csv.DictReader(f))
     assert sorted(r["reused_from"] for r in rows if r["reused_from"]) == sorted(
         str(t.user_attrs["reused_from"]) for t in reused)
+    # MLflow: one child run per trial; a reused one is recorded as such (ended, whose measurement, the value)
+    client = MlflowClient(uri)
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()],
+                              filter_string="tags.`trial.number` != ''")
+    by_trial = {int(r.data.tags["trial.number"]): r for r in runs}
+    assert len(runs) == len(by_trial) == 5
+    for t in reused:
+        run = by_trial[t.number]
+        assert run.info.status == "FINISHED" and run.data.tags["trial.outcome"] == "completed"
+        assert run.data.tags["trial.reused_from"] == str(t.user_attrs["reused_from"])
+        assert run.info.run_name.startswith(f"t{t.number:02d} reused t{t.user_attrs['reused_from']:02d}")
+        assert run.data.metrics["objective"] == pytest.approx(t.values[0])
+    check = subprocess.run([sys.executable, "-m", "verlsweep.report", "--status", str(tmp_path / "sweep")],
+                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert check.returncode == 0 and "agree" in check.stdout, check.stdout[-3000:] + check.stderr[-3000:]
 
 
 def test_remeasure_true_launches_a_re_proposed_config_again(empty_mlflow_db, tmp_path):

@@ -9,6 +9,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from verlsweep.tracking import mlflow_runs as tracking
+from verlsweep.tracking import sweep_run
 from verlsweep.command.compose import compose_config
 from verlsweep.trial.metrics import StepLog
 from verlsweep.common.result import OUTCOMES, TrialResult
@@ -45,7 +46,7 @@ def test_sweep_parent_run_has_group_tags_fixed_params_and_search_space(store):
     cfg = cfg_for(store)
     space = {"verl.actor_rollout_ref.rollout.gpu_memory_utilization": "interval(0.4, 0.9)",
              "verl.actor_rollout_ref.rollout.tensor_model_parallel_size": "choice(1, 2, 4)"}
-    parent = tracking.start_sweep_run(cfg, "remax-a2", space, sampler="TPESampler")
+    parent = sweep_run.start_sweep_run(cfg, "remax-a2", space, sampler="TPESampler")
     client = MlflowClient(store)
     run = client.get_run(parent)
     assert client.get_experiment(run.info.experiment_id).name == "remax-a2"
@@ -57,14 +58,14 @@ def test_sweep_parent_run_has_group_tags_fixed_params_and_search_space(store):
     assert run.data.params["actor_rollout_ref.actor.fsdp_config.param_offload"] == "True"
     assert "actor_rollout_ref.rollout.gpu_memory_utilization" not in run.data.params   # swept, not fixed
     assert [a.path for a in client.list_artifacts(parent)] == ["search_space.json"]
-    tracking.finish_sweep_run(cfg, parent)
+    sweep_run.finish_sweep_run(cfg, parent)
     assert client.get_run(parent).info.status == "FINISHED"
 
 
 def test_trial_run_is_nested_under_the_parent_in_its_experiment_and_never_sets_env(store, monkeypatch):
     monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)
     sweep_cfg = cfg_for(store)
-    parent = tracking.start_sweep_run(sweep_cfg, "study-a", {})
+    parent = sweep_run.start_sweep_run(sweep_cfg, "study-a", {})
     cfg = cfg_for(store, f"tracking.parent_run_id={parent}", "trial.number=7", "trial.study_name=study-a")
     run = TrialRun.start(cfg, {"actor_rollout_ref.rollout.gpu_memory_utilization": 0.7, "env.HF_TOKEN": "hf_x"})
     assert "MLFLOW_RUN_ID" not in os.environ
@@ -155,7 +156,7 @@ def test_unreachable_server_fails_fast_naming_tracking_uri():
         port = sock.getsockname()[1]          # bound, never listening: connection refused
         started = time.monotonic()
         with pytest.raises(TrackingUnavailable, match=r"tracking\.uri='http://127\.0\.0\.1"):
-            tracking.start_sweep_run(cfg_for(f"http://127.0.0.1:{port}"), "s", {})
+            sweep_run.start_sweep_run(cfg_for(f"http://127.0.0.1:{port}"), "s", {})
     assert time.monotonic() - started < 10
 
 
@@ -171,7 +172,7 @@ def test_artifacts_of_a_sqlite_store_live_beside_it_not_in_the_working_dir(store
 
 def test_a_sweeps_experiment_is_model_training_with_the_sweeps_columns_as_a_shared_view(store):
     cfg = cfg_for(store)
-    parent = tracking.start_sweep_run(cfg, "kind-study", {})
+    parent = sweep_run.start_sweep_run(cfg, "kind-study", {})
     client = MlflowClient(store)
     exp = client.get_experiment(client.get_run(parent).info.experiment_id)
     assert exp.tags[tracking.EXPERIMENT_KIND_TAG] == "custom_model_development"
@@ -182,19 +183,19 @@ def test_a_sweeps_experiment_is_model_training_with_the_sweeps_columns_as_a_shar
 
 def test_parent_runs_of_one_study_carry_a_running_index(store):
     cfg = cfg_for(store)
-    first = tracking.start_sweep_run(cfg, "idx-study", {}, sweep_name="rollout_memory")
-    second = tracking.start_sweep_run(cfg, "idx-study", {}, sweep_name="rollout_memory")
+    first = sweep_run.start_sweep_run(cfg, "idx-study", {}, sweep_name="rollout_memory")
+    second = sweep_run.start_sweep_run(cfg, "idx-study", {}, sweep_name="rollout_memory")
     client = MlflowClient(store)
     assert [client.get_run(r).info.run_name for r in (first, second)] == ["rollout_memory #1", "rollout_memory #2"]
 
 
 def test_parent_run_gets_the_sweeps_numbers_as_a_step_series_and_its_files(store, tmp_path):
     cfg = cfg_for(store)
-    parent = tracking.start_sweep_run(cfg, "upd-study", {})
+    parent = sweep_run.start_sweep_run(cfg, "upd-study", {})
     (tmp_path / "trials.csv").write_text("number\n0\n")
     (tmp_path / "history.png").write_bytes(b"\x89PNG")
-    tracking.update_sweep_run(cfg, parent, 2, {"best_objective": 10.0, "trials_done": 2})
-    tracking.update_sweep_run(cfg, parent, 4, {"best_objective": 12.5, "trials_done": 4},
+    sweep_run.update_sweep_run(cfg, parent, 2, {"best_objective": 10.0, "trials_done": 2})
+    sweep_run.update_sweep_run(cfg, parent, 4, {"best_objective": 12.5, "trials_done": 4},
                               {"": [tmp_path / "trials.csv"], "plots": [tmp_path / "history.png"]})
     client = MlflowClient(store)
     assert [(m.step, m.value) for m in client.get_metric_history(parent, "best_objective")] == [(2, 10.0), (4, 12.5)]
@@ -203,7 +204,7 @@ def test_parent_run_gets_the_sweeps_numbers_as_a_step_series_and_its_files(store
 
 
 def test_a_trials_run_is_named_by_its_knobs_and_renamed_with_its_outcome(store):
-    parent = tracking.start_sweep_run(cfg_for(store), "name-study", {})
+    parent = sweep_run.start_sweep_run(cfg_for(store), "name-study", {})
     cfg = cfg_for(store, f"tracking.parent_run_id={parent}", "trial.number=7", "trial.label='util=0.90 tp=2 off=p,o'")
     run = TrialRun.start(cfg, {})
     client = MlflowClient(store)

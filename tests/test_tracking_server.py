@@ -7,7 +7,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from tests.trial_helpers import new_mark, run_sweep, standin_entrypoint, survivors, tiny_overrides
-from verlsweep.tracking import mlflow_runs as tracking
+from verlsweep.tracking import sweep_run
 from verlsweep.command.compose import compose_config
 
 pytestmark = pytest.mark.slow
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 def test_trial_tracked_over_http_nests_under_its_sweep_with_verls_metrics(mlflow_server, tiny_model_dir, gsm8k_dir,
                                                                          tmp_path):
     base = tiny_overrides(tiny_model_dir, gsm8k_dir, tmp_path / "out", mlflow_server)
-    parent = tracking.start_sweep_run(compose_config(base), "http-study", {"verl.trainer.total_training_steps": [2]})
+    parent = sweep_run.start_sweep_run(compose_config(base), "http-study", {"verl.trainer.total_training_steps": [2]})
     mark = new_mark()
     proc = run_sweep(tmp_path, [*base, standin_entrypoint(), "validate.verl=false", "trial.steps=3",
                                 f"tracking.parent_run_id={parent}"], mark)

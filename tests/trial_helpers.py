@@ -16,6 +16,7 @@ from typing import Iterator
 
 import psutil
 import requests
+from mlflow.tracking import MlflowClient
 
 REPO = Path(__file__).resolve().parent.parent
 STANDIN = REPO / "tests" / "standin" / "verl_standin.py"
@@ -105,3 +106,31 @@ def serve(backend_uri: str, tmp_path: Path) -> Iterator[str]:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         log.close()
+
+
+# Hydra's basic sweeper lists values; the default search space (group `sweep`) is the Optuna sweeper's.
+BASIC = ["~sweep", "hydra/sweeper=basic"]
+UTIL = "verl.actor_rollout_ref.rollout.gpu_memory_utilization=0.55"
+
+
+def child_runs(uri: str, parent: str) -> dict[str, object]:
+    """Child runs of `parent` by the stand-in mode they ran (else by their rollout util)."""
+    client = MlflowClient(uri)
+    exp = client.get_run(parent).info.experiment_id
+    runs = client.search_runs([exp], filter_string=f"tags.`mlflow.parentRunId` = '{parent}'")
+    util = "actor_rollout_ref.rollout.gpu_memory_utilization"
+    return {r.data.params.get("env.VERL_STANDIN_MODE", r.data.params.get(util)): r for r in runs}
+
+
+def mode_sweep(work: Path, base: list[str], study: str, modes: list[str], args: list[str]) -> dict:
+    """`python sweep.py -m` with Hydra's basic sweeper: one stand-in trial per VERL_STANDIN_MODE, nested
+    under a parent run created as the sweeper creates it. Its process, parent, child runs by mode, mark."""
+    from verlsweep.command.compose import compose_config
+    from verlsweep.tracking import sweep_run
+
+    uri = next(a.split("=", 1)[1] for a in base if a.startswith("tracking.uri="))
+    parent = sweep_run.start_sweep_run(compose_config(base), study, {"env.VERL_STANDIN_MODE": modes}, sampler="basic")
+    mark = new_mark()
+    proc = run_sweep(work, [*base, *BASIC, UTIL, f"tracking.parent_run_id={parent}", *args,
+                            "+env.VERL_STANDIN_MODE=" + ",".join(modes)], mark, multirun=True)
+    return {"proc": proc, "uri": uri, "parent": parent, "runs": child_runs(uri, parent), "mark": mark, "work": work}

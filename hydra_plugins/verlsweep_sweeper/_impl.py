@@ -24,8 +24,8 @@ from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
-from hydra_plugins.verlsweep_sweeper import (_guide, _outputs, _progress, _reconcile, _results, _reuse, _space, _study,
-                                             _tracking, _view)
+from hydra_plugins.verlsweep_sweeper import (_enqueue, _guide, _outputs, _progress, _reconcile, _results, _reuse,
+                                             _space, _study, _tracking, _view)
 from hydra_plugins.verlsweep_sweeper._space import SearchSpaceError
 from verlsweep.common.errors import ConfigError, Problem, full_traceback_wanted
 from verlsweep.command.overrides import format_value
@@ -210,7 +210,7 @@ class VerlSweepImpl(Sweeper):
             others = _study.running_elsewhere(study, set())
             study.sampler = _study.build_sampler(self.sampler_cfg, space,
                                                  seed_offset=existing + (os.getpid() if others else 0))
-        entries = self._enqueue_entries(space)
+        entries = _enqueue.entries(self.config, space, self.enqueue, self.enqueue_recipe)
         if not isinstance(sampler, optuna.samplers.GridSampler):   # a grid runs every config anyway
             entries += _guide.entries(self.config, space, self.guide_top_k, seed=int(self.sampler_cfg.get("seed") or 0),
                                       compose=self._compose_trial)
@@ -263,32 +263,6 @@ class VerlSweepImpl(Sweeper):
             return list(self.hydra_context.config_loader.get_group_options(key.replace(".", "/")))
         except Exception:  # noqa: BLE001 - not a group
             return []
-
-    def _enqueue_entries(self, space: _space.SearchSpace) -> list[dict[str, Any]]:
-        """The composed config's own values of the swept params first (the recipe's), then `enqueue`."""
-        entries: list[dict[str, Any]] = []
-        if self.enqueue_recipe:
-            choices = OmegaConf.select(self.config, "hydra.runtime.choices", default={}) or {}
-            recipe = {}
-            for name, dist in space.distributions.items():
-                key = name.lstrip("+~")
-                value = choices.get(key) if key in choices else OmegaConf.select(self.config, key, default=None)
-                try:
-                    if value is not None and dist._contains(dist.to_internal_repr(value)):
-                        recipe[name] = value
-                except (ValueError, TypeError):
-                    pass
-            if len(recipe) == len(space.distributions):
-                entries.append(recipe)
-            else:
-                log.info("enqueue_recipe: the composed values are not all inside the search space; skipped")
-        for entry in self.enqueue:
-            unknown = set(entry) - set(space.distributions)
-            if unknown:
-                raise SearchSpaceError([Problem("hydra.sweeper.enqueue", sorted(unknown),
-                                                f"params of the search space: {', '.join(space.distributions)}")])
-            entries.append(entry)
-        return entries
 
     def _link_overrides(self, name: str, url: str | None, parent: str | None) -> dict[str, Any]:
         """Overrides that tie a job to its trial (study_link.reporter_for) and sweep (MLflow parent)."""

@@ -16,7 +16,7 @@ from typing import Any, Mapping
 from omegaconf import DictConfig, OmegaConf
 
 from verlsweep.reconcile.check import Tracking
-from verlsweep.tracking import mlflow_runs, study_runs
+from verlsweep.tracking import mlflow_runs, study_runs, sweep_run
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ def start_parent_run(config: DictConfig, study_name: str, search_space: Mapping[
         if run.info.status != "RUNNING" or dead:
             study_runs.continue_parent(client, run.info.run_id, {KILLED_FOUND_BY_TAG: session} if dead else {})
         return Tracking(client, exp, run.info.run_id)
-    mine = mlflow_runs.start_sweep_run(config, study_name, dict(search_space), sampler=sampler, sweep_name=sweep_name)
+    mine = sweep_run.start_sweep_run(config, study_name, dict(search_space), sampler=sampler, sweep_name=sweep_name)
     if new:
         for old in existing:
             status = "KILLED" if old.info.status == "RUNNING" and not others_alive else old.info.status
@@ -82,7 +82,7 @@ def update_parent_run(config: DictConfig, run_id: str | None, step: int, metrics
     if run_id is None:
         return
     try:
-        mlflow_runs.update_sweep_run(config, run_id, step, metrics, files)
+        sweep_run.update_sweep_run(config, run_id, step, metrics, files)
     except Exception as exc:  # noqa: BLE001 - the sweep's results are on disk either way
         log.warning("could not update MLflow parent run %s: %s", run_id, exc)
 

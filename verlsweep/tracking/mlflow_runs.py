@@ -1,9 +1,11 @@
 """MLflow: one experiment per study, one parent run per study, a nested child run per trial.
+This module holds the store, the experiment and the child run (TrialRun); verlsweep.tracking.sweep_run
+the parent run; verlsweep.tracking.study_runs a study's runs as a whole.
 
 Contract with the sweeper (hydra_plugins/verlsweep_sweeper)
 -----------------------------------------------------------
 1. Before the first trial, in the sweep's process:
-       parent_id = tracking.start_sweep_run(cfg, study_name, search_space, sampler=...)
+       parent_id = sweep_run.start_sweep_run(cfg, study_name, search_space, sampler=...)
    `cfg` is the sweep's composed config; it fails with TrackingUnavailable (a ConfigError naming
    `tracking.uri`) when the store is unreachable or unwritable, so no trial starts. The parent run
    is created in experiment `experiment_name(cfg, study_name)` with tags `sweep.name`,
@@ -13,9 +15,9 @@ Contract with the sweeper (hydra_plugins/verlsweep_sweeper)
    `trial.study_name`, `trial.label`: the knobs that vary, for the run name `t07 util=0.90 tp=2`,
    renamed `t07 oom util=0.90 tp=2` at the end). The child run is then created in the parent's
    experiment with tag `mlflow.parentRunId`, so a trial can never land in another experiment than its sweep.
-3. After every batch: `tracking.update_sweep_run(cfg, parent_id, step, metrics, files)`: the sweep's
+3. After every batch: `sweep_run.update_sweep_run(cfg, parent_id, step, metrics, files)`: the sweep's
    numbers (best_objective, trials_done, trials_<outcome>) as a step series, its output files.
-4. At the end: `tracking.finish_sweep_run(cfg, parent_id, status)` (FINISHED / FAILED / KILLED).
+4. At the end: `sweep_run.finish_sweep_run(cfg, parent_id, status)` (FINISHED / FAILED / KILLED).
 A single run (no -m) has no parent: the child goes to `experiment_name(cfg)` on its own.
 
 Never set MLFLOW_RUN_ID in the sweep's own process: MLflow's fluent API would adopt it and nested
@@ -70,7 +72,6 @@ SHARED_VIEW_TAG = f"mlflow.sharedViewState.{SHARED_VIEW_KEY}"
 SHARED_VIEW = {"selectedColumns": [
     "attributes.`Duration`", "metrics.`best_objective`", "metrics.`trials_done`", "metrics.`objective`",
     "metrics.`peak_memory_gb`", "tags.`trial.outcome`"], "columnWidths": {"attributes.`Run Name`": 300}}
-SWEEP_INDEX_TAG = "sweep.index"
 
 # `orphaned`: its sweep died and a later one stopped what was left (verlsweep.reconcile);
 # `interrupted`: its sweep was stopped (Ctrl-C) mid-trial
@@ -207,7 +208,7 @@ def ensure_experiment(client, name: str, location: str | None = None) -> str:
         raise TrackingUnavailable(client.tracking_uri, f"cannot create experiment {name!r}: {exc}") from exc
 
 
-def _log_params(client, run_id: str, params: Mapping[str, Any]) -> None:
+def log_params(client, run_id: str, params: Mapping[str, Any]) -> None:
     from mlflow.entities import Param
 
     # only environment variables carry credentials; verl keys such as ppo_max_token_len_per_gpu stay
@@ -217,7 +218,7 @@ def _log_params(client, run_id: str, params: Mapping[str, Any]) -> None:
         client.log_batch(run_id, params=items[i:i + MAX_PARAMS_PER_BATCH])
 
 
-def _group_tags(cfg: DictConfig) -> dict[str, str]:
+def group_tags(cfg: DictConfig) -> dict[str, str]:
     return {
         "sweep.hardware": str(cfg.hardware.name),
         "sweep.algorithm": str(cfg.algorithm.name),
@@ -225,75 +226,11 @@ def _group_tags(cfg: DictConfig) -> dict[str, str]:
     }
 
 
-# ---------------------------------------------------------------- parent run (the sweeper's side)
-
-def start_sweep_run(cfg: DictConfig, study_name: str, search_space: Mapping[str, Any], *,
-                    sampler: str | None = None, sweep_name: str | None = None,
-                    fixed: Mapping[str, Any] | None = None) -> str:
-    """Create the sweep's parent run and return its id (see the contract at the top).
-
-    `fixed`: the recipe values to log as params; default: every `verl.*` leaf of `cfg` that the search
-    space does not vary, under its dotted verl key.
-    """
-    from verlsweep.command.overrides import flatten
-
-    client = client_for(tracking_uri(cfg))
-    name = experiment_name(cfg, study_name)
-    exp_id = ensure_experiment(client, name, artifact_location(cfg, name))
-    tags = {
-        "sweep.name": sweep_name or study_name,
-        "sweep.study": study_name,
-        "sweep.sampler": sampler or "",
-        "sweep.runner": str(cfg.runner.name),
-        ROLE_TAG: "parent",
-        **_group_tags(cfg),
-    }
-    index = _next_sweep_index(client, exp_id, study_name)
-    tags[SWEEP_INDEX_TAG] = str(index)
-    run = client.create_run(exp_id, run_name=f"{sweep_name or study_name} #{index}", tags=tags)
-    run_id = run.info.run_id
-    if fixed is None:
-        swept = {k.removeprefix("verl.") for k in search_space}
-        fixed = {k: v for k, v in flatten(cfg.verl).items() if k not in swept}
-    _log_params(client, run_id, {k: _param_value(v) for k, v in fixed.items()})
-    client.log_text(run_id, json.dumps(_plain(search_space), indent=2, default=str) + "\n", "search_space.json")
-    return run_id
-
-
-def _next_sweep_index(client, exp_id: str, study_name: str) -> int:
-    """1 + the sweep runs of this study so far: parent runs read `rollout_memory #1`, `#2`, ..."""
-    runs = client.search_runs([exp_id], filter_string=f"tags.`sweep.study` = '{study_name}'", max_results=1000)
-    indices = [int(r.data.tags.get(SWEEP_INDEX_TAG, "0") or 0) for r in runs
-               if "mlflow.parentRunId" not in r.data.tags and "trial.number" not in r.data.tags]
-    return max([0, *indices, len(indices)]) + 1
-
-
-def update_sweep_run(cfg: DictConfig, run_id: str, step: int, metrics: Mapping[str, float],
-                     files: Mapping[str, Iterable[Path]] | None = None) -> None:
-    """After a batch: the sweep's numbers as step `step` of a series, and its output files (replaced),
-    `files` by artifact folder ("" for the run's root)."""
-    from mlflow.entities import Metric
-
-    client = client_for(tracking_uri(cfg))
-    now = int(time.time() * 1000)
-    batch = [Metric(k, float(v), now, step) for k, v in metrics.items() if v is not None]
-    if batch:
-        client.log_batch(run_id, metrics=batch)
-    for folder, paths in (files or {}).items():
-        for path in paths:
-            if path.is_file():
-                client.log_artifact(run_id, str(path), artifact_path=folder or None)
-
-
-def finish_sweep_run(cfg: DictConfig, run_id: str, status: str = "FINISHED") -> None:
-    client_for(tracking_uri(cfg)).set_terminated(run_id, status)
-
-
-def _param_value(value: Any) -> str:
+def param_value(value: Any) -> str:
     """Strings as they are, other values in Hydra's override syntax: a param pastes back as an override."""
     from verlsweep.command.overrides import format_value
 
-    value = _plain(value)
+    value = plain(value)
     try:
         text = value if isinstance(value, str) else format_value(value)
     except TypeError:
@@ -301,7 +238,7 @@ def _param_value(value: Any) -> str:
     return text[:6000]      # MLflow 3's param value limit
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
     if isinstance(value, DictConfig) or OmegaConf.is_config(value):
         return OmegaConf.to_container(value, resolve=True)
     return value
@@ -336,7 +273,7 @@ class TrialRun:
             "trial.outcome": "running",
             "mlflow.note.content": METRIC_NOTES,
             "sweep.runner": str(cfg.runner.name),
-            **_group_tags(cfg),
+            **group_tags(cfg),
         }
         if cfg.trial.get("study_name"):
             tags["sweep.study"] = str(cfg.trial.study_name)
@@ -346,7 +283,7 @@ class TrialRun:
         name = trial_label(number, None, label) if label else str(cfg.trial.name)
         run = client.create_run(exp_id, run_name=name, tags={**tags, **(extra_tags or {})})
         out = cls(client, uri, run.info.run_id, number, str(label) if label else None)
-        _log_params(client, out.run_id, {k: _param_value(v) for k, v in knobs.items()})
+        log_params(client, out.run_id, {k: param_value(v) for k, v in knobs.items()})
         return out
 
     def env(self) -> dict[str, str]:

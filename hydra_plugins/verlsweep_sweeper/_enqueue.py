@@ -1,0 +1,49 @@
+"""The configs a study runs before the sampler proposes any: the recipe's own values of the swept
+params (`hydra.sweeper.enqueue_recipe`), then `hydra.sweeper.enqueue` (the planner's picks follow, _guide)."""
+from __future__ import annotations
+
+import logging
+from typing import Any, Sequence
+
+from omegaconf import DictConfig, OmegaConf
+
+from hydra_plugins.verlsweep_sweeper._space import SearchSpace, SearchSpaceError
+from verlsweep.common.errors import Problem
+
+log = logging.getLogger(__name__)
+
+
+def recipe(config: DictConfig, space: SearchSpace) -> dict[str, Any] | None:
+    """The composed config's values of the swept params (a group param by its chosen option); None when
+    one of them lies outside the space, since a partial config is not the recipe."""
+    choices = OmegaConf.select(config, "hydra.runtime.choices", default={}) or {}
+    found = {}
+    for name, dist in space.distributions.items():
+        key = name.lstrip("+~")
+        value = choices.get(key) if key in choices else OmegaConf.select(config, key, default=None)
+        try:
+            if value is not None and dist._contains(dist.to_internal_repr(value)):
+                found[name] = value
+        except (ValueError, TypeError):
+            pass
+    return found if len(found) == len(space.distributions) else None
+
+
+def entries(config: DictConfig, space: SearchSpace, enqueue: Sequence[dict[str, Any]],
+            enqueue_recipe: bool) -> list[dict[str, Any]]:
+    """The recipe's config first (when asked and inside the space), then the user's `enqueue` entries,
+    each checked to name only params of the space."""
+    out: list[dict[str, Any]] = []
+    if enqueue_recipe:
+        own = recipe(config, space)
+        if own is not None:
+            out.append(own)
+        else:
+            log.info("enqueue_recipe: the composed values are not all inside the search space; skipped")
+    for entry in enqueue:
+        unknown = set(entry) - set(space.distributions)
+        if unknown:
+            raise SearchSpaceError([Problem("hydra.sweeper.enqueue", sorted(unknown),
+                                            f"params of the search space: {', '.join(space.distributions)}")])
+        out.append(entry)
+    return out
