@@ -10,7 +10,8 @@ from verlsweep import CONF_DIR
 from verlsweep.command.compose import compose_config
 from verlsweep.plan import blocks_launch, calibration, from_cfg, plan, plan_cfg, preflight
 from verlsweep.plan.inputs import VERL_DEFAULTS
-from verlsweep.plan.memory import clipped_gamma_mean, gamma_p, micro_tokens, plan_memory, worst_lengths
+from verlsweep.plan.lengths import clipped_gamma_mean, gamma_p, worst_lengths
+from verlsweep.plan.memory import micro_tokens, plan_memory
 
 CAL = calibration.load()
 C = CAL.constants

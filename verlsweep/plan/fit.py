@@ -12,7 +12,8 @@ from dataclasses import dataclass, replace
 
 from verlsweep.plan.calibration import Calibration, Constants
 from verlsweep.plan.inputs import PlanInputs
-from verlsweep.plan.memory import expected_lengths, plan_memory
+from verlsweep.plan.lengths import expected_lengths
+from verlsweep.plan.memory import plan_memory
 from verlsweep.plan.throughput import plan_throughput
 
 KINDS = ("throughput", "memory", "device_memory")

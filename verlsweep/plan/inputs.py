@@ -13,7 +13,6 @@ from typing import Any
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
-from verlsweep.common.names import GIB
 
 
 # verl 0.9.1 defaults of the keys read here (verl/trainer/config/_generated_ppo_trainer.yaml).

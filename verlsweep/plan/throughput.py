@@ -20,8 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from verlsweep.plan.calibration import Constants
-from verlsweep.plan.inputs import GIB, PlanInputs, Role
-from verlsweep.plan.memory import Lengths, concurrency, micro_tokens, states, vllm_weights_gb
+from verlsweep.common.names import GIB
+from verlsweep.plan.inputs import PlanInputs, Role
+from verlsweep.plan.lengths import Lengths
+from verlsweep.plan.memory import concurrency, micro_tokens, states, vllm_weights_gb
 
 
 @dataclass

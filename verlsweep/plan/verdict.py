@@ -11,7 +11,8 @@ from verlsweep.plan import calibration as calibration_mod
 from verlsweep.plan import ray_demand
 from verlsweep.plan.calibration import Calibration
 from verlsweep.plan.inputs import NotPlannable, PlanInputs, from_cfg
-from verlsweep.plan.memory import MEANING, Check, concurrency, expected_lengths, plan_memory
+from verlsweep.plan.lengths import expected_lengths
+from verlsweep.plan.memory import MEANING, Check, concurrency, plan_memory
 from verlsweep.plan.throughput import plan_throughput
 
 log = logging.getLogger(__name__)
