@@ -36,6 +36,14 @@ STUBBORN = ("import os, signal, subprocess, sys, time\n"
             "time.sleep(300)\n")
 
 
+def kill_all(*pids: int) -> None:
+    for pid in pids:
+        try:
+            psutil.Process(pid).kill()
+        except psutil.Error:
+            pass
+
+
 def stubborn_trial(mark: str) -> tuple[subprocess.Popen, int]:
     """A 'trial' in its own session whose leader and child both ignore SIGTERM."""
     env = {"PATH": "/usr/bin:/bin", MARK_ENV: mark}
@@ -62,11 +70,7 @@ def test_orphan_stop_kills_the_recorded_processes_even_if_they_ignore_sigterm(tm
         assert not psutil.pid_exists(child) or psutil.Process(child).status() == psutil.STATUS_ZOMBIE
         assert not ray_tmp.exists()
     finally:
-        for pid in (proc.pid, child):
-            try:
-                psutil.Process(pid).kill()
-            except psutil.Error:
-                pass
+        kill_all(proc.pid, child)
 
 
 def test_orphan_stop_never_touches_a_process_that_only_looks_the_same(tmp_path):
@@ -82,11 +86,7 @@ def test_orphan_stop_never_touches_a_process_that_only_looks_the_same(tmp_path):
         assert sorted(p.pid for p in found) == sorted([proc.pid, child])       # its own mark finds it
         assert orphans.find(orphans.Identity(host="another-host", session=0, mark="m2")) == []
     finally:
-        for pid in (proc.pid, child):
-            try:
-                psutil.Process(pid).kill()
-            except psutil.Error:
-                pass
+        kill_all(proc.pid, child)
         proc.wait(5)
 
 

@@ -18,7 +18,6 @@ import os
 import signal
 import socket
 import tempfile
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -26,7 +25,7 @@ from typing import Any, Iterable
 import psutil
 
 from verlsweep.common.names import PROCESSES_FILE
-from verlsweep.trial.supervise import MARK_ENV, RAY_TMP_PREFIX, remove_tree
+from verlsweep.trial.supervise import MARK_ENV, RAY_TMP_PREFIX, is_alive, remove_tree, signal_all, wait_gone
 
 _START_TOLERANCE_S = 0.05        # psutil's create_time is rounded to the clock tick
 
@@ -86,13 +85,6 @@ def _matches_record(proc: psutil.Process, record: dict[str, Any]) -> bool:
         return False
 
 
-def _alive(proc: psutil.Process) -> bool:
-    try:
-        return proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
-
-
 def find(identity: Identity) -> list[psutil.Process]:
     """The identity's processes that are still alive on this host (none on another host)."""
     if identity.host != socket.gethostname():
@@ -116,25 +108,7 @@ def find(identity: Identity) -> list[psutil.Process]:
                 found[proc.pid] = proc
         except (psutil.Error, OSError):
             continue
-    return [p for p in found.values() if _alive(p)]
-
-
-def _signal(procs: Iterable[psutil.Process], sig: int) -> None:
-    for proc in procs:
-        try:
-            proc.send_signal(sig)
-        except psutil.Error:
-            pass
-
-
-def _wait_gone(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
-    # not psutil.wait_procs: an orphan re-parented to an init that does not reap stays a zombie
-    deadline = time.monotonic() + timeout
-    alive = [p for p in procs if _alive(p)]
-    while alive and time.monotonic() < deadline:
-        time.sleep(0.05)
-        alive = [p for p in alive if _alive(p)]
-    return alive
+    return [p for p in found.values() if is_alive(p)]
 
 
 def stop(identity: Identity, grace_s: float) -> list[dict[str, Any]]:
@@ -143,14 +117,14 @@ def stop(identity: Identity, grace_s: float) -> list[dict[str, Any]]:
     procs = find(identity)
     found = describe(procs)
     if procs:
-        _signal(procs, signal.SIGTERM)
-        left = _wait_gone(procs, grace_s)
+        signal_all(procs, signal.SIGTERM)
+        left = wait_gone(procs, grace_s)
         for _ in range(3):    # a second look: a dying Ray driver may have started one more worker
             left = list({p.pid: p for p in left + find(identity)}.values())
             if not left:
                 break
-            _signal(left, signal.SIGKILL)
-            left = _wait_gone(left, 5.0)
+            signal_all(left, signal.SIGKILL)
+            left = wait_gone(left, 5.0)
     if identity.host == socket.gethostname():
         remove_ray_tmp(identity.ray_tmp)
     return found

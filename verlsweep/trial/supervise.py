@@ -168,7 +168,7 @@ def trial_processes(pid: int, pgid: int, mark: str) -> list[psutil.Process]:
                 found[proc.pid] = proc
         except (psutil.Error, ProcessLookupError, PermissionError):
             continue
-    return [p for p in found.values() if _alive(p)]
+    return [p for p in found.values() if is_alive(p)]
 
 
 def stop_marked(mark: str, grace_s: float) -> list[int]:
@@ -177,17 +177,17 @@ def stop_marked(mark: str, grace_s: float) -> list[int]:
     marked = []
     for proc in psutil.process_iter():
         try:
-            if proc.pid != os.getpid() and proc.environ().get(MARK_ENV) == mark and _alive(proc):
+            if proc.pid != os.getpid() and proc.environ().get(MARK_ENV) == mark and is_alive(proc):
                 marked.append(proc)
         except (psutil.Error, OSError):
             continue
-    _signal_all(marked, signal.SIGTERM)
-    _signal_all(_wait_gone(marked, grace_s), signal.SIGKILL)
-    _wait_gone(marked, 5)
+    signal_all(marked, signal.SIGTERM)
+    signal_all(wait_gone(marked, grace_s), signal.SIGKILL)
+    wait_gone(marked, 5)
     return [p.pid for p in marked]
 
 
-def _alive(proc: psutil.Process) -> bool:
+def is_alive(proc: psutil.Process) -> bool:
     try:
         return proc.status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
@@ -199,9 +199,9 @@ def terminate(leader: subprocess.Popen, pgid: int, mark: str, grace_s: float) ->
     wait would reap it and its exit status would be lost to the classifier."""
     _killpg(pgid, signal.SIGTERM)
     others = [p for p in trial_processes(leader.pid, pgid, mark) if p.pid != leader.pid]
-    _signal_all(others, signal.SIGTERM)
+    signal_all(others, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
-    alive = _wait_gone(others, grace_s)
+    alive = wait_gone(others, grace_s)
     _wait_leader(leader, max(0.0, deadline - time.monotonic()))
     # a second pass catches what was spawned while the first one was stopping (Ray restarts workers)
     for _ in range(3):
@@ -209,22 +209,22 @@ def terminate(leader: subprocess.Popen, pgid: int, mark: str, grace_s: float) ->
         if leader.poll() is None:
             leader.kill()
         alive = _unique(alive + [p for p in trial_processes(leader.pid, pgid, mark) if p.pid != leader.pid])
-        _signal_all(alive, signal.SIGKILL)
-        alive = _wait_gone(alive, 5)
+        signal_all(alive, signal.SIGKILL)
+        alive = wait_gone(alive, 5)
         _wait_leader(leader, 5)
         if not alive and leader.poll() is not None:
             return
         time.sleep(0.05)
 
 
-def _wait_gone(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
+def wait_gone(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
     """Wait until none is alive. Not psutil.wait_procs: a re-parented process that died stays a zombie
     when the container's init does not reap, and wait_procs would count it as alive."""
     deadline = time.monotonic() + timeout
-    alive = [p for p in procs if _alive(p)]
+    alive = [p for p in procs if is_alive(p)]
     while alive and time.monotonic() < deadline:
         time.sleep(0.05)
-        alive = [p for p in alive if _alive(p)]
+        alive = [p for p in alive if is_alive(p)]
     return alive
 
 
@@ -242,7 +242,7 @@ def _killpg(pgid: int, sig: int) -> None:
         pass
 
 
-def _signal_all(procs: list[psutil.Process], sig: int) -> None:
+def signal_all(procs: list[psutil.Process], sig: int) -> None:
     for proc in procs:
         try:
             proc.send_signal(sig)
