@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 import subprocess
 import sys
 import time
@@ -119,7 +120,8 @@ def test_a_sweep_killed_at_any_point_and_rerun_tells_one_story_on_sqlite(point, 
         starts = (tmp_path / "events").read_text().splitlines()
         assert len(starts) >= 2 and all(line.endswith("alive:") for line in starts[1:]), starts
         assert "trial 0 of a sweep process that died: FAIL orphaned, " in second.stdout, second.stdout[-3000:]
-        assert second.stdout.index("trial 0 of a sweep process that died") < second.stdout.index("Launching")
+        launched = re.search(r"^t(0[1-9]|[1-9]\d)  ", second.stdout, re.M)       # the first trial this sweep ran
+        assert launched and second.stdout.index("trial 0 of a sweep process that died") < launched.start()
         assert [t.system_attrs.get("failed_trial") for t in trials].count(0) == 1
     else:
         # its result was on disk (result.json) or told: nothing re-run, nothing lost
