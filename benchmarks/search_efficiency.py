@@ -63,6 +63,7 @@ from omegaconf import OmegaConf  # noqa: E402
 from hydra_plugins.verlsweep_sweeper import _guide, _results, _reuse, _space, _study  # noqa: E402
 from hydra_plugins.verlsweep_sweeper.config import GuideConfig, MedianPrunerConfig, TPESamplerConfig  # noqa: E402
 from verlsweep.common.result import TrialResult  # noqa: E402
+from verlsweep.plan.calibration import THROUGHPUT_CONSTANTS  # noqa: E402
 from verlsweep.study_link import pruner_from_spec  # noqa: E402
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
@@ -107,6 +108,7 @@ class Landscape:
     truth: dict[tuple, Truth]
     planner: dict[tuple, _guide.Prediction] | None = None
     note: str = ""
+    guide: _guide.Planned | None = None  # what our sweeper's planner guide predicts from
 
     @property
     def best(self) -> float:
@@ -169,9 +171,6 @@ PLANNER_BASES = {
     "planner: ppo 8B H100": (["hardware=h100_80g", "model=qwen3_8b", "algorithm=ppo"], 4),
     "planner: ppo 14B H100": (["hardware=h100_80g", "model=qwen3_14b", "algorithm=ppo"], 5),
 }
-THROUGHPUT_CONSTANTS = ("decode_bw_efficiency", "train_mfu", "prefill_mfu", "graph_step_overhead_ms",
-                        "eager_step_overhead_ms", "decode_tail", "tp_allreduce_us", "step_overhead_s",
-                        "host_link_efficiency", "weight_sync_gbs", "cpu_adam_params_per_s")
 START_CHECKS = ("host_memory", "vllm_start", "kv_cache")
 
 
@@ -228,7 +227,8 @@ def planner_landscape(name: str, overrides: list[str], seed: int, sp: _space.Sea
     mem_factor = rng.uniform(0.9, 1.1)
     hidden = replace(cal, constants=replace(cal.constants, **{n: getattr(cal.constants, n) * f
                                                               for n, f in errors.items()}))
-    predictions = _guide.predict_all(cfg, sp, configs)           # what our sweeper sees
+    guide = _guide.plan_inputs(cfg, sp, configs)                  # what our sweeper sees
+    predictions = _guide.predict(guide)
     truth = {}
     for p in configs:
         for n, value in p.items():
@@ -236,7 +236,7 @@ def planner_landscape(name: str, overrides: list[str], seed: int, sp: _space.Sea
         truth[key(p)] = _true_verdict(from_cfg(cfg), hidden, mem_factor)
     worst = max(errors.items(), key=lambda kv: abs(kv[1] - 1))
     note = f"memory x{mem_factor:.3f}, largest throughput error {worst[0]} x{worst[1]:.2f}"
-    return Landscape(name, truth, {key(pr.params): pr for pr in predictions}, note)
+    return Landscape(name, truth, {key(pr.params): pr for pr in predictions}, note, guide)
 
 
 # --- one sweep ---------------------------------------------------------------------------------------
@@ -314,7 +314,7 @@ def _new_study(sampler: optuna.samplers.BaseSampler, pruner: optuna.pruners.Base
     return study
 
 
-def run_method(method: str, land: Landscape, seed: int, budget: float, top_k: int) -> Run:
+def run_method(method: str, land: Landscape, seed: int, budget: float, top_k: int, draws: int) -> Run:
     sp = space()
     target = 0.97 * land.best
     if method == "verlsweep":
@@ -322,7 +322,10 @@ def run_method(method: str, land: Landscape, seed: int, budget: float, top_k: in
         spec = OmegaConf.to_container(OmegaConf.structured(MedianPrunerConfig))
         study = _new_study(sampler, pruner_from_spec(spec))
         if land.planner is not None:
-            for params in _guide.rank(list(land.planner.values()), sp, top_k):
+            # what the sweeper's _guide.entries does before its first launch, seeded as the sampler is
+            # (the planner's inputs of the 448 configs are built once per landscape)
+            predictions = _guide.predict(land.guide, draws, GuideConfig().error, seed)
+            for params in _guide.rank(predictions, sp, top_k):
                 study.enqueue_trial(params, skip_if_exists=True)
         return _drive(study, land, sp, target, budget, told="constraint", guided=True, reuse=True, prune=True)
     if method == "grid":
@@ -368,9 +371,9 @@ def _job(args: tuple) -> tuple[str, str, int, Run]:
     # GPSampler's torch would start a thread per core in every worker: on a shared machine that
     # multiplies its run time many times over
     torch.set_num_threads(1)
-    land, method, seed, budget, top_k = args
+    land, method, seed, budget, top_k, draws = args
     with _study.quiet_optuna():
-        return land.name, method, seed, run_method(method, land, seed, budget, top_k)
+        return land.name, method, seed, run_method(method, land, seed, budget, top_k, draws)
 
 
 def _p90(xs: list[float]) -> float:
@@ -383,6 +386,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--budget", type=float, default=60.0, help="device-hours per sweep")
     parser.add_argument("--top-k", type=int, default=GuideConfig().top_k, help="hydra.sweeper.guide.top_k")
+    parser.add_argument("--draws", type=int, default=GuideConfig().draws, help="hydra.sweeper.guide.draws")
     parser.add_argument("--startup-s", type=float, default=STARTUP_S)
     parser.add_argument("--methods", nargs="*", default=list(METHODS))
     parser.add_argument("--landscapes", nargs="*", default=None, help="names (default: all)")
@@ -397,7 +401,7 @@ def main() -> None:
     lands += [planner_landscape(n, o, s, sp, configs) for n, (o, s) in PLANNER_BASES.items()]
     if args.landscapes:
         lands = [land for land in lands if land.name in args.landscapes]
-    jobs = [(land, m, s, args.budget, args.top_k) for land in lands for m in args.methods
+    jobs = [(land, m, s, args.budget, args.top_k, args.draws) for land in lands for m in args.methods
             for s in (range(1) if m == "grid" else range(args.seeds))]
     ctx = multiprocessing.get_context("fork")
     with ctx.Pool(args.workers) as pool:
@@ -408,7 +412,7 @@ def main() -> None:
 
     print(f"search space {len(configs)} configs; budget {args.budget:g} device-hours per sweep; {args.seeds} seeds; "
           f"target: a measured config within 3% of the best feasible tok/s; start-up {STARTUP_S:g} s, "
-          f"{STEPS} steps, {WORLD} devices; guide top_k {args.top_k}")
+          f"{STEPS} steps, {WORLD} devices; guide top_k {args.top_k}, draws {args.draws}")
     head = (f"{'landscape':22} {'OOM':>4} {'near':>4} | {'method':13} {'median dh':>9} {'p90 dh':>8} "
             f"{'reached':>7} {'launched':>8} {'reused':>6} {'vetoed':>6}")
     print(head)

@@ -1,24 +1,35 @@
 """Planner-guided start: before the first launch, rank the search space by the planner's prediction
-and enqueue the best predicted feasible configs, so the first device hours go where the planner
+and enqueue the configs it expects to be best, so the first device hours go where the planner
 expects the throughput to be; the sampler then learns from what was measured.
 
-How the prediction is combined with the sampler was chosen by benchmarks/search_efficiency.py
-(planner-generated landscapes with hidden calibration errors): enqueue the top predictions, *one per
-combination of the space's categorical params* (TP, offload flags, ...) at its best predicted value
-of the numeric ones (a top-k without that rule spends its trials on one combination at neighbouring
-utils, where the planner's errors are shared). Without the guide the sampler needed 1.5-2.6x the
-device hours on those landscapes; more than one guided trial (top_k 3, 5) bought nothing there and
-lost where the planner's ranking is wrong, hence top_k 1 (GuideConfig).
+The planner is informative but wrong by up to ~20% in tokens/s on a config unlike the ones its
+constants were fitted to (leave-one-out and held-out errors, benchmarks/planner_accuracy.py). So the
+guide does not trust one ranking: it plans every candidate again under `draws` calibrations whose
+throughput constants are each scaled by U(1-error, 1+error), and ranks configs by how often they are
+the best predicted feasible one (an estimate of the probability that a config is the best, given the
+planner's error; Thompson sampling over the calibration). It enqueues up to `top_k` configs that win
+at least one draw (the unperturbed planner is one of them), most frequent first, at most one per
+combination of the categorical params (TP, offload flags, ...): where the planner is sure, one config
+runs; where two regions are close enough for its error to swap them, both do. Without draws
+(`draws: 0`) the ranking is the planner's own, best predicted first.
+
+Chosen by benchmarks/search_efficiency.py (planner-generated landscapes with hidden calibration
+errors): the planner's own top-1 alone needs 0.3-0.6x random's device hours where its ranking is
+right, and misses a narrow optimum its ranking puts last (reached less often than random search).
+More nominal top-k entries bought nothing there; entries that win a draw cost nothing where the
+planner is sure (no second entry) and cover the config a plausible calibration puts first.
 
 Trials the planner predicts infeasible are never launched (the task's preflight tells them as
-outcome `infeasible`, a constraint violation), so a guide entry is always a predicted-feasible one.
+outcome `infeasible`, a constraint violation), so a guide entry is always a predicted-feasible one;
+feasibility is judged by the unperturbed planner only, as the preflight does.
 """
 from __future__ import annotations
 
 import itertools
 import logging
 import random
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
 import yaml
@@ -39,6 +50,8 @@ class Prediction:
     params: dict[str, Any]
     status: str                 # the planner's: ok | tight | infeasible
     tok_s: float
+    # share of the planner's error draws in which this is the best predicted feasible config
+    p_best: float = 0.0
 
     @property
     def feasible(self) -> bool:
@@ -68,13 +81,22 @@ def candidates(space: SearchSpace, seed: int = 0, limit: int = MAX_CANDIDATES) -
     return out
 
 
+def _order(p: Prediction, tok_s: float) -> tuple[int, float]:
+    return _STATUS_RANK[p.status], -tok_s
+
+
 def rank(predictions: Sequence[Prediction], space: SearchSpace, top_k: int) -> list[dict[str, Any]]:
-    """The `top_k` best predicted feasible configs (ok before tight, then tokens/s), at most one per
-    combination of the categorical params."""
+    """The `top_k` best feasible configs, at most one per combination of the categorical params. With
+    error draws (some p_best > 0): only configs that won a draw, most wins first; else the planner's
+    own order (ok before tight, then tokens/s)."""
     if top_k <= 0:
         return []
     categorical = [n for n, d in space.distributions.items() if isinstance(d, CategoricalDistribution)]
-    ordered = sorted((p for p in predictions if p.feasible), key=lambda p: (_STATUS_RANK[p.status], -p.tok_s))
+    feasible = [p for p in predictions if p.feasible]
+    drawn = any(p.p_best > 0 for p in feasible)
+    if drawn:
+        feasible = [p for p in feasible if p.p_best > 0]
+    ordered = sorted(feasible, key=lambda p: (-p.p_best, *_order(p, p.tok_s)))
     picked: list[dict[str, Any]] = []
     seen: set[tuple] = set()
     for p in ordered:
@@ -88,6 +110,18 @@ def rank(predictions: Sequence[Prediction], space: SearchSpace, top_k: int) -> l
     return picked
 
 
+def error_draws(cal: Any, draws: int, error: float, seed: int) -> list[Any]:
+    """`draws` calibrations around `cal`: each throughput constant scaled by its own U(1-error, 1+error)."""
+    from verlsweep.plan.calibration import THROUGHPUT_CONSTANTS
+
+    rng = random.Random(seed)
+    out = []
+    for _ in range(draws):
+        scaled = {n: getattr(cal.constants, n) * rng.uniform(1 - error, 1 + error) for n in THROUGHPUT_CONSTANTS}
+        out.append(replace(cal, constants=replace(cal.constants, **scaled)))
+    return out
+
+
 def needs_compose(config: DictConfig, space: SearchSpace) -> bool:
     """Whether a swept or fixed param picks a config group option (then only a compose knows the
     trial's config)."""
@@ -95,11 +129,22 @@ def needs_compose(config: DictConfig, space: SearchSpace) -> bool:
     return any(n.lstrip("+~") in choices for n in (*space.distributions, *space.fixed))
 
 
-def predict_all(config: DictConfig, space: SearchSpace, params_list: Sequence[dict[str, Any]],
-                compose: Callable[[list[str]], DictConfig] | None = None) -> list[Prediction]:
-    """The planner's verdict for each candidate. Params that are config keys are set on a copy of
-    the task's config; a swept config group needs `compose` (the sweeper's config loader)."""
-    from verlsweep.plan import NotPlannable, load_calibration, plan
+@dataclass(frozen=True)
+class Planned:
+    """What the planner needs to predict each candidate, built once (config updates and composes are
+    the slow part; a plan is a fraction of a millisecond)."""
+
+    calibration: Any
+    params: list[dict[str, Any]]
+    inputs: list[Any]
+
+
+def plan_inputs(config: DictConfig, space: SearchSpace, params_list: Sequence[dict[str, Any]],
+                compose: Callable[[list[str]], DictConfig] | None = None) -> Planned | None:
+    """The planner's inputs of each candidate (None when the planner cannot model one). Params that
+    are config keys are set on a copy of the task's config; a swept config group needs `compose` (the
+    sweeper's config loader)."""
+    from verlsweep.plan import NotPlannable, load_calibration
     from verlsweep.plan.inputs import from_cfg
 
     base = OmegaConf.create(OmegaConf.to_container(config, resolve=False))
@@ -110,40 +155,74 @@ def predict_all(config: DictConfig, space: SearchSpace, params_list: Sequence[di
         # the sweep's fixed overrides are part of every trial's config
         for name, value in space.fixed.items():
             OmegaConf.update(base, name.lstrip("+~"), yaml.safe_load(str(value)), force_add=True)
-    cal = load_calibration(base)
-    out = []
+    inputs = []
     for params in params_list:
         shown = {n: space.value(n, v) for n, v in params.items()}
         try:
             if composed:
                 if compose is None:
-                    return []
+                    return None
                 cfg = compose(space.overrides(params))
             else:
                 # every candidate sets every swept key, so one config is updated in place
                 cfg = base
                 for name, value in shown.items():
                     OmegaConf.update(cfg, name.lstrip("+~"), value, force_add=True)
-            verdict = plan(from_cfg(cfg), cal)
+            inputs.append(from_cfg(cfg))
         except NotPlannable as exc:
             log.info("planner guide: no prediction for %s (%s); the sampler starts unguided", shown, exc)
-            return []
+            return None
+    return Planned(load_calibration(base), list(params_list), inputs)
+
+
+def predict(planned: Planned, draws: int = 0, error: float = 0.0, seed: int = 0) -> list[Prediction]:
+    """The planner's verdict for each candidate, and with `draws` > 0 how often it is the best feasible
+    one under calibrations drawn around the planner's (error_draws)."""
+    from verlsweep.plan import plan
+
+    out = []
+    for params, inp in zip(planned.params, planned.inputs):     # from_cfg has raised NotPlannable if any
+        verdict = plan(inp, planned.calibration)
         out.append(Prediction(params, verdict.status, verdict.tok_s))
-    return out
+    feasible = [i for i, p in enumerate(out) if p.feasible]
+    if draws <= 0 or not feasible:
+        return out
+    wins: Counter[int] = Counter()
+    # the planner as it is counts as one draw: where its error cannot change the winner, every draw agrees
+    wins[min(feasible, key=lambda i: _order(out[i], out[i].tok_s))] += 1
+    for drawn in error_draws(planned.calibration, draws - 1, error, seed):
+        tok_s = {i: plan(planned.inputs[i], drawn).tok_s for i in feasible}
+        wins[min(feasible, key=lambda i: _order(out[i], tok_s[i]))] += 1
+    return [replace(p, p_best=wins[i] / draws) if wins[i] else p for i, p in enumerate(out)]
+
+
+def predict_all(config: DictConfig, space: SearchSpace, params_list: Sequence[dict[str, Any]],
+                compose: Callable[[list[str]], DictConfig] | None = None, draws: int = 0, error: float = 0.0,
+                seed: int = 0) -> list[Prediction]:
+    """plan_inputs, then predict ([] when the planner has no opinion)."""
+    planned = plan_inputs(config, space, params_list, compose)
+    return [] if planned is None else predict(planned, draws, error, seed)
 
 
 def entries(config: DictConfig, space: SearchSpace, top_k: int, seed: int = 0,
-            compose: Callable[[list[str]], DictConfig] | None = None) -> list[dict[str, Any]]:
-    """The configs the guide enqueues, best first ([] when the planner has no opinion)."""
+            compose: Callable[[list[str]], DictConfig] | None = None, draws: int | None = None,
+            error: float | None = None) -> list[dict[str, Any]]:
+    """The configs the guide enqueues, best first ([] when the planner has no opinion). `draws` and
+    `error` default to the sweep's hydra.sweeper.guide settings, else GuideConfig's."""
+    from hydra_plugins.verlsweep_sweeper.config import GuideConfig
+
     if top_k <= 0:
         return []
+    settings = OmegaConf.select(config, "hydra.sweeper.guide", default=None) or {}
+    draws = int(settings.get("draws", GuideConfig.draws) if draws is None else draws)
+    error = float(settings.get("error", GuideConfig.error) if error is None else error)
     params_list = candidates(space, seed)
     if needs_compose(config, space):
         params_list = params_list[:_MAX_COMPOSED]     # each candidate is a full Hydra compose here
-    predictions = predict_all(config, space, params_list, compose)
+    predictions = predict_all(config, space, params_list, compose, draws=draws, error=error, seed=seed)
     picked = rank(predictions, space, top_k)
     feasible = sum(p.feasible for p in predictions)
     if predictions:
-        log.info("planner guide: %d of %d candidate configs predicted to fit; enqueued the best %d",
-                 feasible, len(predictions), len(picked))
+        log.info("planner guide: %d of %d candidate configs predicted to fit; enqueued %d (best under %d "
+                 "draws of the planner's error)", feasible, len(predictions), len(picked), draws)
     return picked

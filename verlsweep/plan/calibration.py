@@ -47,6 +47,12 @@ class Constants:
     cpu_adam_params_per_s: float     # host optimizer step (FSDP2 offload_policy), per rank
 
 
+# the constants of the throughput model (the section above): what a calibration error in tokens/s is made of
+THROUGHPUT_CONSTANTS = ("decode_bw_efficiency", "train_mfu", "prefill_mfu", "graph_step_overhead_ms",
+                        "eager_step_overhead_ms", "decode_tail", "tp_allreduce_us", "step_overhead_s",
+                        "host_link_efficiency", "weight_sync_gbs", "cpu_adam_params_per_s")
+
+
 @dataclass(frozen=True)
 class Point:
     """A configuration with a reported outcome: a recipe that ran, or one reported to fail."""
