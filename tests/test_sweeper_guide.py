@@ -1,10 +1,15 @@
 """The planner-guided start (hydra_plugins/verlsweep_sweeper/_guide.py): which configs it enqueues."""
 from __future__ import annotations
 
+from dataclasses import fields
+
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import open_dict
 
 from hydra_plugins.verlsweep_sweeper import _guide, _space
 from verlsweep.command.compose import compose_config
+from verlsweep.plan import load_calibration
+from verlsweep.plan.calibration import THROUGHPUT_CONSTANTS, Constants
 
 UTIL = "verl.actor_rollout_ref.rollout.gpu_memory_utilization"
 TP = "verl.actor_rollout_ref.rollout.tensor_model_parallel_size"
@@ -25,7 +30,7 @@ def test_the_guide_enqueues_the_best_predicted_feasible_configs_one_per_tp_and_o
     assert len(predictions) == 14 * 4 * 2 * 2
     assert any(not p.feasible for p in predictions)            # the space has an OOM region to avoid
 
-    picked = _guide.entries(cfg, sp, top_k=3)
+    picked = _guide.entries(cfg, sp, top_k=3, draws=0)     # the planner's own ranking
     assert len(picked) == 3
     by_params = {tuple(sorted(p.params.items())): p for p in predictions}
     chosen = [by_params[tuple(sorted(e.items()))] for e in picked]
@@ -53,3 +58,47 @@ def test_without_a_planner_opinion_the_start_is_unguided():
 def test_top_k_zero_switches_the_guide_off():
     cfg = compose_config(["hardware=a2_64g", "model=qwen3_8b", "algorithm=remax"])
     assert _guide.entries(cfg, _space_of(SPACE), top_k=0) == []
+
+
+def test_the_guide_also_enqueues_the_config_a_plausible_planner_error_puts_first():
+    # GRPO on A3: the planner ranks TP 4 first, but within its +-20% throughput error TP 1 at util 0.4
+    # (a step of its decode model) wins a share of the draws; the nominal top 3 never leaves TP 4
+    cfg = compose_config(["hardware=a3_64g", "model=qwen3_8b", "algorithm=grpo"])
+    sp = _space_of(SPACE)
+    nominal = _guide.entries(cfg, sp, top_k=3, draws=0)
+    drawn = _guide.entries(cfg, sp, top_k=3, draws=32, error=0.2)
+    assert {e[TP] for e in nominal} == {4}
+    assert drawn[0] == nominal[0]                               # the planner's best still runs first
+    assert (0.4, 1) in {(e[UTIL], e[TP]) for e in drawn[1:]}
+
+
+def test_where_every_error_draw_agrees_the_guide_enqueues_one_config():
+    cfg = compose_config(["hardware=h100_80g", "model=qwen3_8b", "algorithm=ppo"])
+    sp = _space_of(SPACE)
+    drawn = _guide.entries(cfg, sp, top_k=3, draws=32, error=0.2)
+    assert drawn == _guide.entries(cfg, sp, top_k=1, draws=0)
+    assert len(_guide.entries(cfg, sp, top_k=3, draws=0)) == 3
+
+
+def test_the_sweeps_guide_settings_reach_the_guide():
+    cfg = compose_config(["hardware=a3_64g", "model=qwen3_8b", "algorithm=grpo"])
+    sp = _space_of(SPACE)
+    with open_dict(cfg):
+        cfg.hydra = {"sweeper": {"guide": {"top_k": 3, "draws": 0, "error": 0.2}}}
+    assert _guide.entries(cfg, sp, top_k=3) == _guide.entries(cfg, sp, top_k=3, draws=0)
+    assert _guide.entries(cfg, sp, top_k=3) != _guide.entries(cfg, sp, top_k=3, draws=32)
+
+
+def test_error_draws_scale_each_throughput_constant_within_the_error_and_leave_memory_alone():
+    assert set(THROUGHPUT_CONSTANTS) <= {f.name for f in fields(Constants)}
+    cal = load_calibration(compose_config(["hardware=a2_64g", "model=qwen3_8b", "algorithm=remax"]))
+    draws = _guide.error_draws(cal, 8, 0.2, seed=1)
+    assert len(draws) == 8
+    for drawn in draws:
+        for f in fields(Constants):
+            ratio = getattr(drawn.constants, f.name) / getattr(cal.constants, f.name)
+            if f.name in THROUGHPUT_CONSTANTS:
+                assert 0.8 <= ratio <= 1.2
+            else:
+                assert ratio == 1.0
+    assert len({d.constants.decode_bw_efficiency for d in draws}) == 8
