@@ -23,10 +23,11 @@ Landscapes (the truth, unknown to every method):
                  Our sweeper sees the packaged (unperturbed) planner: informative but wrong.
 
 Methods:
-  verlsweep      our sweeper's defaults: recipe first, then the planner guide's top-k
-                 (hydra.sweeper.guide.top_k), multivariate TPE (hydra/sweeper/sampler/tpe), OOM and
-                 planner-infeasible told as constraint violations (_results.tell), the planner's veto
-                 (no device time), reuse of measured configs (_reuse), the median pruner (its defaults)
+  verlsweep      our sweeper's defaults: recipe first, then the planner guide's picks (the configs
+                 best under draws of the planner's error, hydra.sweeper.guide), multivariate TPE
+                 (hydra/sweeper/sampler/tpe), OOM and planner-infeasible told as constraint violations
+                 (_results.tell), the planner's veto (no device time), reuse of measured configs
+                 (_reuse), the median pruner (its defaults)
   grid           the recipe, then Hydra's BasicSweeper order (cartesian product, first param outermost)
   random         RandomSampler
   tpe oom=0      Optuna's default TPESampler, an OOM told as throughput 0
@@ -35,6 +36,7 @@ Methods:
 Baselines have no planner, no reuse and no pruner: what a plain Optuna/Hydra sweep does.
 
     python benchmarks/search_efficiency.py [--seeds 10] [--budget 60] [--workers 2]
+        [--top-k 3] [--draws 32] [--methods verlsweep random ...] [--landscapes "TP plateaus" ...]
 
 Measured throughput is noise-free (the same for every method). Columns: median and p90 device-hours
 to the target over the seeds (a seed that never gets there counts as the budget, shown `>`), and the
