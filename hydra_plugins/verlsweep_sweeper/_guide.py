@@ -16,9 +16,8 @@ runs; where two regions are close enough for its error to swap them, both do. Wi
 Chosen by benchmarks/search_efficiency.py (planner-generated landscapes with hidden calibration
 errors): the planner's own top-1 alone needs 0.3-0.6x random's device hours where its ranking is
 right, and misses a narrow optimum it ranks below its first choice (reached less often than random
-search).
-More nominal top-k entries bought nothing there; entries that win a draw cost nothing where the
-planner is sure (no second entry) and cover the config a plausible calibration puts first.
+search). More nominal top-k entries bought nothing there; entries that win a draw cost nothing where
+the planner is sure (no second entry) and cover the config a plausible calibration puts first.
 
 Trials the planner predicts infeasible are never launched (the task's preflight tells them as
 outcome `infeasible`, a constraint violation), so a guide entry is always a predicted-feasible one;
