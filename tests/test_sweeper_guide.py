@@ -102,3 +102,16 @@ def test_error_draws_scale_each_throughput_constant_within_the_error_and_leave_m
             else:
                 assert ratio == 1.0
     assert len({d.constants.decode_bw_efficiency for d in draws}) == 8
+
+
+def test_a_group_option_given_on_the_command_line_needs_no_compose_and_every_config_is_ranked():
+    # Hydra composes a multirun's plain overrides into the config the sweeper gets: hardware=a3_64g is
+    # in it already, so the planner updates one config per candidate instead of composing 64 of them
+    cfg = compose_config(["hardware=a3_64g", "model=qwen3_8b", "algorithm=grpo"])
+    with open_dict(cfg):
+        cfg.hydra = {"runtime": {"choices": {"hardware": "a3_64g", "model": "qwen3_8b", "algorithm": "grpo"}}}
+    sp = _space_of([*SPACE, "hardware=a3_64g"])
+    assert not _guide.needs_compose(cfg, sp)
+    assert len(_guide.predict_all(cfg, sp, _guide.candidates(sp))) == 14 * 4 * 2 * 2
+    assert (0.4, 1) in {(e[UTIL], e[TP]) for e in _guide.entries(cfg, sp, top_k=3, draws=32)}
+    assert _guide.needs_compose(cfg, _space_of([*SPACE, "hardware=a2_64g"]))     # another option: compose

@@ -122,11 +122,19 @@ def error_draws(cal: Any, draws: int, error: float, seed: int) -> list[Any]:
     return out
 
 
+def _choices(config: DictConfig) -> dict[str, Any]:
+    return dict(OmegaConf.select(config, "hydra.runtime.choices", default={}) or {})
+
+
 def needs_compose(config: DictConfig, space: SearchSpace) -> bool:
-    """Whether a swept or fixed param picks a config group option (then only a compose knows the
-    trial's config)."""
-    choices = OmegaConf.select(config, "hydra.runtime.choices", default={}) or {}
-    return any(n.lstrip("+~") in choices for n in (*space.distributions, *space.fixed))
+    """Whether a param picks a config group option the task's config does not hold already (then
+    only a compose knows the trial's config): a swept one, or a fixed one the sweep's params set to
+    another option (a command-line group override is composed into the config the sweeper gets)."""
+    choices = _choices(config)
+    if any(n.lstrip("+~") in choices for n in space.distributions):
+        return True
+    return any(str(choices[k]) != str(v) for k, v in ((n.lstrip("+~"), v) for n, v in space.fixed.items())
+               if k in choices)
 
 
 @dataclass(frozen=True)
@@ -152,9 +160,11 @@ def plan_inputs(config: DictConfig, space: SearchSpace, params_list: Sequence[di
         base.pop("hydra", None)
     composed = needs_compose(config, space)
     if not composed:
-        # the sweep's fixed overrides are part of every trial's config
+        # the sweep's fixed overrides are part of every trial's config (its group options already are)
+        choices = _choices(config)
         for name, value in space.fixed.items():
-            OmegaConf.update(base, name.lstrip("+~"), yaml.safe_load(str(value)), force_add=True)
+            if name.lstrip("+~") not in choices:
+                OmegaConf.update(base, name.lstrip("+~"), yaml.safe_load(str(value)), force_add=True)
     inputs = []
     for params in params_list:
         shown = {n: space.value(n, v) for n, v in params.items()}
