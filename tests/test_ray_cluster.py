@@ -70,6 +70,7 @@ def test_two_node_cluster_starts_head_and_worker_by_srun_registers_every_device_
 
 HEAD_ONLY = """
 import os, sys
+from pathlib import Path
 from verlsweep.trial import ray_cluster
 from verlsweep.trial.supervise import ray_isolation, remove_tree
 env = dict(os.environ)
