@@ -217,7 +217,7 @@ def _true_verdict(inp, cal, mem_factor: float) -> Truth:
 
 
 def planner_landscape(name: str, overrides: list[str], seed: int, sp: _space.SearchSpace,
-                      configs: list[dict]) -> Landscape:
+                      configs: list[dict], tok_error: float = 0.2, mem_error: float = 0.1) -> Landscape:
     from verlsweep.command.compose import compose_config
     from verlsweep.plan import load_calibration
     from verlsweep.plan.inputs import from_cfg
@@ -225,8 +225,8 @@ def planner_landscape(name: str, overrides: list[str], seed: int, sp: _space.Sea
     cfg = compose_config(overrides)
     cal = load_calibration(cfg)
     rng = random.Random(seed)
-    errors = {n: rng.uniform(0.8, 1.2) for n in THROUGHPUT_CONSTANTS}
-    mem_factor = rng.uniform(0.9, 1.1)
+    errors = {n: rng.uniform(1 - tok_error, 1 + tok_error) for n in THROUGHPUT_CONSTANTS}
+    mem_factor = rng.uniform(1 - mem_error, 1 + mem_error)
     hidden = replace(cal, constants=replace(cal.constants, **{n: getattr(cal.constants, n) * f
                                                               for n, f in errors.items()}))
     guide = _guide.plan_inputs(cfg, sp, configs)                  # what our sweeper sees
@@ -393,6 +393,12 @@ def main() -> None:
     parser.add_argument("--methods", nargs="*", default=list(METHODS))
     parser.add_argument("--landscapes", nargs="*", default=None, help="names (default: all)")
     parser.add_argument("--workers", type=int, default=2)
+    # the guide assumes a 20% throughput error (guide.error); a hidden error of another size checks that
+    # its wins do not come from knowing the landscapes' error model
+    parser.add_argument("--hidden-error", type=float, default=0.2,
+                        help="planner landscapes: each throughput constant x U(1-e, 1+e)")
+    parser.add_argument("--hidden-memory-error", type=float, default=0.1,
+                        help="planner landscapes: predicted GiB x U(1-e, 1+e)")
     args = parser.parse_args()
     globals()["STARTUP_S"] = args.startup_s
 
@@ -400,7 +406,8 @@ def main() -> None:
     sp = space()
     configs = all_configs(sp)
     lands = [hand_written(n, f, configs) for n, f in HAND_WRITTEN.items()]
-    lands += [planner_landscape(n, o, s, sp, configs) for n, (o, s) in PLANNER_BASES.items()]
+    lands += [planner_landscape(n, o, s, sp, configs, args.hidden_error, args.hidden_memory_error)
+              for n, (o, s) in PLANNER_BASES.items()]
     if args.landscapes:
         lands = [land for land in lands if land.name in args.landscapes]
     jobs = [(land, m, s, args.budget, args.top_k, args.draws) for land in lands for m in args.methods
