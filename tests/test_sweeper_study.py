@@ -262,3 +262,20 @@ def test_outputs_write_the_pareto_front_without_dominated_or_infeasible_trials(t
     rows = (tmp_path / "trials.csv").read_text().splitlines()
     assert len(rows) == 5 and rows[4].split(",")[2] == "oom"
     assert (tmp_path / "best_launch.sh").read_text().startswith("#!/usr/bin/env bash")
+
+
+def test_enqueued_configs_beyond_the_budget_are_left_out_so_the_study_can_complete():
+    study = optuna.create_study()
+    trial = study.ask(SPACE)
+    study.tell(trial, 1.0)
+    measured = dict(trial.params)
+    entries = [measured, {"x": 0.1, "k": "a"}, {"x": 0.2, "k": "b"}, {"x": 0.3, "k": "a"}]
+    # 3 trials in all, one done: the measured config costs no slot, two of the three new ones fit
+    assert _study.enqueue(study, entries, n_trials=3) == 2
+    waiting = [t for t in study.get_trials() if t.state == TrialState.WAITING]
+    assert [t.system_attrs["fixed_params"]["x"] for t in waiting] == [0.1, 0.2]
+    assert _study.enqueue(study, entries, n_trials=3) == 0        # a resumed sweep adds nothing again
+    for _ in range(2):
+        t = study.ask(SPACE)
+        study.tell(t, 0.5)
+    assert _study.complete(study, 3)

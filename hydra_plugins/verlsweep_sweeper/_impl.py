@@ -214,7 +214,7 @@ class VerlSweepImpl(Sweeper):
         if not isinstance(sampler, optuna.samplers.GridSampler):   # a grid runs every config anyway
             entries += _guide.entries(self.config, space, self.guide_top_k, seed=int(self.sampler_cfg.get("seed") or 0),
                                       compose=self._compose_trial)
-        queued = _study.enqueue(study, entries)
+        queued = _study.enqueue(study, entries, n_trials)
         log.info("verlsweep: study %s (%s), %s, %s, n_trials=%d (total, %d trial(s) in the study), n_jobs=%d, "
                  "%d config(s) enqueued", name, url or "in memory" + (" - dry run, nothing recorded" if dry_run else ""),
                  type(study.sampler).__name__, type(study.pruner).__name__, n_trials, existing, self.n_jobs, queued)

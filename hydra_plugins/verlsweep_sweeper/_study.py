@@ -241,14 +241,27 @@ def rerun_once(study: optuna.Study, trial: optuna.Trial) -> None:
         retry(study, study._storage.get_trial(trial._trial_id))
 
 
-def enqueue(study: optuna.Study, entries: Iterable[dict[str, Any]]) -> int:
-    n = 0
+def enqueue(study: optuna.Study, entries: Iterable[dict[str, Any]], n_trials: int) -> int:
+    """Enqueue `entries` in order (one already in the study is skipped), as many as the budget has
+    slots for: a WAITING trial beyond n_trials would never run, and would keep the study from ever
+    counting as complete. Returns how many were added."""
+    trials = budget_trials(study.get_trials(deepcopy=False))
+    room = remaining(study, n_trials) - sum(t.state == TrialState.WAITING for t in trials)
+    added, left_out = 0, []
     for params in entries:
-        if params:
-            with quiet_optuna():
-                study.enqueue_trial(dict(params), skip_if_exists=True)
-            n += 1
-    return n
+        # Optuna's own skip_if_exists test: a config already asked, queued or measured is not new
+        if not params or study._should_skip_enqueue(dict(params)):
+            continue
+        if added >= room:
+            left_out.append(params)
+            continue
+        with quiet_optuna():
+            study.enqueue_trial(dict(params))
+        added += 1
+    if left_out:
+        log.info("verlsweep: %d enqueued config(s) left out, no trial of n_trials=%d left for them: %s",
+                 len(left_out), n_trials, left_out)
+    return added
 
 
 class Heartbeat:
