@@ -245,8 +245,8 @@ def enqueue(study: optuna.Study, entries: Iterable[dict[str, Any]], n_trials: in
     """Enqueue `entries` in order (one already in the study is skipped), as many as the budget has
     slots for: a WAITING trial beyond n_trials would never run, and would keep the study from ever
     counting as complete. Returns how many were added."""
-    trials = budget_trials(study.get_trials(deepcopy=False))
-    room = remaining(study, n_trials) - sum(t.state == TrialState.WAITING for t in trials)
+    # every budget trial, run or still WAITING, holds a slot
+    room = n_trials - len(budget_trials(study.get_trials(deepcopy=False)))
     added, left_out = 0, []
     for params in entries:
         # Optuna's own skip_if_exists test: a config already asked, queued or measured is not new
