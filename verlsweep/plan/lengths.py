@@ -20,7 +20,6 @@ class Lengths:
         return self.prompt + self.response
 
 
-
 def gamma_p(a: float, x: float) -> float:
     """Regularized lower incomplete gamma P(a, x): the series below a + 1, Lentz's continued fraction
     for the upper tail above it (the textbook split; pure Python keeps the planner import-light)."""
