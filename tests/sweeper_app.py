@@ -8,7 +8,9 @@ reported through verlsweep.study_link.reporter_for(cfg), like the real runner do
 stops the trial with outcome `pruned`.
 
 Test-only knobs (add with `+app.<key>=`): step_seconds (sleep per step), events (a file that gets
-`start|end <trial> <time> <pid>` lines), outcome (force an outcome, e.g. crash), raise (raise an
+`start|end <trial> <time> <pid>` lines), together (with events: a trial waits, up to a minute, until
+the `together` trials of its batch have all started, so a test of concurrency never depends on how
+fast the launcher's workers start), outcome (force an outcome, e.g. crash), raise (raise an
 exception), fail_trials (trial numbers that raise), noise (per-step relative noise), slow_trials
 (trial numbers whose steps take step_seconds x 20).
 """
@@ -60,11 +62,24 @@ def _event(path: Any, kind: str, number: Any) -> None:
             f.write(f"{kind} {number} {time.time():.3f} {os.getpid()}\n")
 
 
+def _wait_for_batch(path: str, number: int, together: int, timeout_s: float = 60.0) -> None:
+    """Until trials 0 .. (the end of `number`'s batch of `together`) have all started."""
+    needed = (number // together + 1) * together
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with open(path) as f:
+            if sum(line.startswith("start ") for line in f) >= needed:
+                return
+        time.sleep(0.05)
+
+
 @hydra.main(version_base="1.3", config_path="../conf", config_name="sweep")
 def main(cfg: DictConfig) -> Any:
     app = OmegaConf.to_container(cfg.get("app") or OmegaConf.create({}), resolve=True)
     number = OmegaConf.select(cfg, "trial.number")
     _event(app.get("events"), "start", number)
+    if app.get("together") and app.get("events"):
+        _wait_for_batch(app["events"], int(number), int(app["together"]))
     try:
         if app.get("raise") or number in (app.get("fail_trials") or []):
             raise RuntimeError("synthetic task failure")

@@ -15,6 +15,7 @@ import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
+from verlsweep.common import processes
 from verlsweep.common.names import PROCESSES_FILE, RESULT_FILE
 from verlsweep.reconcile import check, sessions, trials
 from verlsweep.report import status
@@ -67,7 +68,7 @@ def test_orphan_stop_kills_the_recorded_processes_even_if_they_ignore_sigterm(tm
         stopped = orphans.stop(who, grace_s=0.5)
         assert sorted(p["pid"] for p in stopped) == sorted([proc.pid, child])
         proc.wait(5)
-        assert not psutil.pid_exists(child) or psutil.Process(child).status() == psutil.STATUS_ZOMBIE
+        assert not processes.pid_alive(child)
         assert not ray_tmp.exists()
     finally:
         kill_all(proc.pid, child)
@@ -88,6 +89,57 @@ def test_orphan_stop_never_touches_a_process_that_only_looks_the_same(tmp_path):
     finally:
         kill_all(proc.pid, child)
         proc.wait(5)
+
+
+def zombie() -> tuple[subprocess.Popen, float]:
+    """A killed process whose parent (this test) does not wait for it: it stays a zombie, as a killed
+    sweep or trial process does when init never reaps. Returns it and its start time."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+    create = psutil.Process(proc.pid).create_time()
+    proc.kill()                                       # Popen.kill sends SIGKILL and does not wait
+    deadline = time.monotonic() + 10
+    while psutil.Process(proc.pid).status() != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline, "the killed child never became a zombie"
+        time.sleep(0.02)
+    return proc, create
+
+
+def test_a_killed_sweep_left_a_zombie_is_a_dead_session():
+    proc, create = zombie()
+    try:
+        assert psutil.pid_exists(proc.pid)             # what `kill -0` sees: the pid still exists
+        session = sessions.Session(id="zombie00", host=socket.gethostname(), pid=proc.pid, create_time=create,
+                                   started=time.time(), beat=time.time())
+        assert not sessions.alive(session, grace_s=3600)
+        assert not processes.pid_alive(proc.pid, create)
+    finally:
+        proc.wait(5)
+
+
+def test_orphan_stop_counts_a_killed_process_that_stays_a_zombie_as_gone():
+    proc, child = stubborn_trial("m3")         # this test is the leader's parent and does not wait for it
+    try:
+        who = identity_of([proc.pid, child], session=proc.pid)
+        stopped = orphans.stop(who, grace_s=0.5)
+        assert sorted(p["pid"] for p in stopped) == sorted([proc.pid, child])
+        assert psutil.Process(proc.pid).status() == psutil.STATUS_ZOMBIE      # killed, never reaped
+        assert orphans.find(who) == []
+        assert orphans.stop(who, grace_s=0.5) == []                           # nothing left to stop
+    finally:
+        kill_all(proc.pid, child)
+        proc.wait(5)
+
+
+def test_a_live_process_is_alive_and_a_recycled_pid_is_not_the_recorded_one():
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+    try:
+        create = psutil.Process(proc.pid).create_time()
+        assert processes.pid_alive(proc.pid) and processes.pid_alive(proc.pid, create)
+        assert not processes.pid_alive(proc.pid, create - 10.0)
+    finally:
+        proc.kill()
+        proc.wait(5)
+    assert not processes.pid_alive(proc.pid)
 
 
 def test_a_stray_ray_tmp_path_in_the_storage_removes_nothing(tmp_path):

@@ -36,7 +36,11 @@ time.sleep(600)' "$VS_SLEEPER" &
   sleep 0.5
 fi
 alive=""
-for p in $(cat "$VS_PIDS" 2>/dev/null); do kill -0 "$p" 2>/dev/null && alive="$alive$p,"; done
+# alive = not a zombie: a stopped sleeper whose parent is gone stays one where init does not reap
+for p in $(cat "$VS_PIDS" 2>/dev/null); do
+  state=$(sed 's/.*) //' "/proc/$p/stat" 2>/dev/null | cut -d' ' -f1)
+  [ -n "$state" ] && [ "$state" != Z ] && alive="$alive$p,"
+done
 echo "start $$ alive:$alive" >> "$VS_EVENTS"
 exec {python} {standin} "$@"
 """

@@ -18,6 +18,8 @@ import psutil
 import requests
 from mlflow.tracking import MlflowClient
 
+from verlsweep.common.processes import is_alive
+
 REPO = Path(__file__).resolve().parent.parent
 STANDIN = REPO / "tests" / "standin" / "verl_standin.py"
 TEST_MARK = "VERLSWEEP_TEST_MARK"     # inherited by every process a test's sweep starts
@@ -63,7 +65,7 @@ def survivors(mark: str) -> list[str]:
     found = []
     for proc in psutil.process_iter(["pid", "name", "cmdline"]):
         try:
-            if proc.environ().get(TEST_MARK) == mark and proc.status() != psutil.STATUS_ZOMBIE:
+            if proc.environ().get(TEST_MARK) == mark and is_alive(proc):
                 found.append(f"{proc.pid} {' '.join(proc.info['cmdline'] or [])[:200]}")
         except (psutil.Error, OSError):
             continue

@@ -4,7 +4,7 @@ Optuna's heartbeat covers trials only; between batches (asking, writing outputs)
 running trial, yet its MLflow parent run must not be ended by another process. So each sweep
 process records itself as a study user attr `verlsweep.session.<id>` (host, pid and the pid's start
 time, last beat) and beats with its trials. A session is alive when its process exists on this
-host (pid and start time match), or, on another host, while its beat is younger than the grace
+host (pid and start time match, and it is not a zombie), or, on another host, while its beat is younger than the grace
 period. Each trial it asks carries its session id (trial system attr `verlsweep.session`).
 """
 from __future__ import annotations
@@ -18,9 +18,10 @@ from typing import Any
 
 import psutil
 
+from verlsweep.common.processes import pid_alive
+
 PREFIX = "verlsweep.session."
 TRIAL_ATTR = "verlsweep.session"
-_START_TOLERANCE_S = 0.05
 
 
 @dataclass
@@ -72,11 +73,8 @@ def all_of(storage: Any, study_id: int) -> dict[str, Session]:
 def alive(session: Session, grace_s: float, now: float | None = None) -> bool:
     if session.ended:
         return False
-    if session.host == socket.gethostname():
-        try:
-            return abs(psutil.Process(session.pid).create_time() - session.create_time) <= _START_TOLERANCE_S
-        except psutil.Error:
-            return False
+    if session.host == socket.gethostname():      # a zombie sweep (killed, not yet reaped) is dead
+        return pid_alive(session.pid, session.create_time)
     return (now or time.time()) - session.beat <= grace_s
 
 

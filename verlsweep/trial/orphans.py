@@ -25,9 +25,9 @@ from typing import Any, Iterable
 import psutil
 
 from verlsweep.common.names import PROCESSES_FILE
-from verlsweep.trial.supervise import MARK_ENV, RAY_TMP_PREFIX, is_alive, remove_tree, signal_all, wait_gone
+from verlsweep.common.processes import is_alive, same_start
+from verlsweep.trial.supervise import MARK_ENV, RAY_TMP_PREFIX, remove_tree, signal_all, wait_gone
 
-_START_TOLERANCE_S = 0.05        # psutil's create_time is rounded to the clock tick
 
 
 @dataclass
@@ -79,8 +79,7 @@ def read(trial_dir: str | os.PathLike | None) -> Identity | None:
 
 def _matches_record(proc: psutil.Process, record: dict[str, Any]) -> bool:
     try:
-        return (abs(proc.create_time() - float(record["create_time"])) <= _START_TOLERANCE_S
-                and proc.cmdline() == list(record["cmdline"]))
+        return same_start(proc, float(record["create_time"])) and proc.cmdline() == list(record["cmdline"])
     except (psutil.Error, KeyError, TypeError, ValueError):
         return False
 

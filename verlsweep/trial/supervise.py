@@ -38,6 +38,7 @@ import psutil
 from verlsweep.command.overrides import quoted
 from verlsweep.common.errors import ConfigError, Problem
 from verlsweep.common.names import SECRET_NAME
+from verlsweep.common.processes import is_alive
 
 MARK_ENV = "VERLSWEEP_TRIAL_MARK"
 RUNTIME_ENV_VARS = "ray_kwargs.ray_init.runtime_env.env_vars"   # verl's ray.init(runtime_env=...) env_vars
@@ -187,13 +188,6 @@ def stop_marked(mark: str, grace_s: float) -> list[int]:
     return [p.pid for p in marked]
 
 
-def is_alive(proc: psutil.Process) -> bool:
-    try:
-        return proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
-
-
 def terminate(leader: subprocess.Popen, pgid: int, mark: str, grace_s: float) -> None:
     """Stop every process of the trial. The leader is waited for through Popen, never psutil: psutil's
     wait would reap it and its exit status would be lost to the classifier."""
@@ -218,8 +212,7 @@ def terminate(leader: subprocess.Popen, pgid: int, mark: str, grace_s: float) ->
 
 
 def wait_gone(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
-    """Wait until none is alive. Not psutil.wait_procs: a re-parented process that died stays a zombie
-    when the container's init does not reap, and wait_procs would count it as alive."""
+    """Wait until none is alive. Not psutil.wait_procs: it counts a zombie as alive (common/processes.py)."""
     deadline = time.monotonic() + timeout
     alive = [p for p in procs if is_alive(p)]
     while alive and time.monotonic() < deadline:
