@@ -176,6 +176,13 @@ def test_a_misspelt_group_option_gets_a_did_you_mean_beside_the_options(tmp_path
     assert "Traceback" not in proc.stderr
 
 
+def test_hydra_full_error_keeps_the_did_you_mean_and_exit_2_of_a_misspelt_group_option(tmp_path):
+    proc = run_sweep(tmp_path, ["model=qwen3-8b", "dry_run=true", f"paths.output_root={tmp_path}"], new_mark(),
+                     timeout=120, env=FULL_ERROR)
+    assert proc.returncode == 2
+    assert "did you mean qwen3_8b" in proc.stderr and "options: " in proc.stderr
+
+
 # --- runner=estimate, Hydra's basic sweeper, help ---------------------------------------------------
 
 
@@ -193,11 +200,16 @@ def test_the_estimate_runner_measures_the_prediction_itself(tmp_path):
     assert len(set(steps[1:])) == 1                                      # no noise after the warm-up step
 
 
+# verl's own recipe scripts export HYDRA_FULL_ERROR=1: a debugging flag must not change what a command does
+FULL_ERROR = {"HYDRA_FULL_ERROR": "1"}
+
+
 @pytest.mark.slow
-def test_hydras_basic_sweeper_runs_the_cartesian_product_and_dry_runs_show_the_planner(tmp_path):
+@pytest.mark.parametrize("env", [{}, FULL_ERROR], ids=["plain", "HYDRA_FULL_ERROR"])
+def test_hydras_basic_sweeper_runs_the_cartesian_product_and_dry_runs_show_the_planner(tmp_path, env):
     proc = run_sweep(tmp_path, ["hydra/sweeper=basic", "algorithm=remax,grpo", "model=qwen3_0_6b,qwen3_8b",
                                 "dry_run=true", f"paths.output_root={tmp_path}"], new_mark(), multirun=True,
-                     timeout=600)
+                     timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.count("# verlsweep dry run") == 4
     verdicts = re.findall(r"^# planner: (.*)$", proc.stdout, re.MULTILINE)
