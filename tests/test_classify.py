@@ -142,6 +142,11 @@ def test_ray_260_host_memory_kill_is_oom_and_its_zero_kill_summary_is_not():
       '  File "/x/verl/workers/engine_workers.py", line 3, in update',
       "torch.OutOfMemoryError: NPU out of memory. Tried to allocate 674.00 MiB"], True),
     (["ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task."], True),
+    # every worker error reaches verl's driver log this way: Ray's prefix before each line, frames indented
+    (["(TaskRunner pid=123) Traceback (most recent call last):",
+      '(TaskRunner pid=123)   File "/x/verl/workers/engine_workers.py", line 812, in update_actor',
+      "(TaskRunner pid=123)     output = self.engine.train_batch(data)",
+      "(TaskRunner pid=123) RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB"], True),
     (["(WorkerDict pid=7) WARNING: Failed to allocate pinned buffer, retrying",
       "RuntimeError: mentioned in a log line, not raised", "ERROR [core.py:1] ValueError: logged"], False),
 ])

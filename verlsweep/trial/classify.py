@@ -23,9 +23,10 @@ from typing import Iterable
 
 from verlsweep.trial.patterns import PATTERNS, Pattern
 
-# Ray prints actor output as "(TaskRunnerV1 pid=123, ip=10.0.0.1) <line>" (ray/_private/worker.py
-# print_worker_logs), and vLLM's engine adds its own "(EngineCore_DP0 pid=7)"; strip them from excerpts.
-RAY_PREFIX = re.compile(r"^(?:\((?:[\w.:-]+(?: pid=\d+)?(?:, ip=[\d.:a-fA-F]+)?)\)\s*)+")
+# Ray prints actor output as "(TaskRunnerV1 pid=123, ip=10.0.0.1) <line>", the prefix and ONE space
+# (ray/_private/worker.py print_worker_logs), and vLLM's engine adds its own "(EngineCore_DP0 pid=7) ";
+# strip them and nothing more: the line's own indentation is what tells a traceback's frames.
+RAY_PREFIX = re.compile(r"^(?:\((?:[\w.:-]+(?: pid=\d+)?(?:, ip=[\d.:a-fA-F]+)?)\) ?)+")
 
 # Where a trial is before its first step, from lines verl 0.9.1 and Ray print on the way (the furthest
 # one seen wins: vLLM keeps printing during rollouts). A `hang` excerpt names it.
