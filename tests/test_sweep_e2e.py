@@ -46,6 +46,9 @@ def test_a_trial_below_the_median_is_pruned_and_its_verl_process_stopped(tiny_mo
     assert pruned.info.status == "KILLED"
     steps = [m.step for m in client.get_metric_history(pruned.info.run_id, "perf/throughput")]
     assert steps and max(steps) < STEPS, steps
+    # sorting MLflow's runs by objective never mixes a pruned trial's partial value with completed ones
+    assert all("objective" in runs[n].data.metrics for n in (0, 1))
+    assert "objective" not in pruned.data.metrics and "partial_objective" in pruned.data.metrics
     assert survivors(mark) == []
 
 

@@ -130,7 +130,7 @@ def _fix_missing(client: Any, exp: str, name: str, t: FrozenTrial, parent: str |
         params = {k: v for k, v in t.params.items()}
         run_id = study_runs.record_trial(client, exp, name, t.number, parent, said, reason, status, params,
                                          run_name=trial_label(t.number, shown, _label(t)), tags=tags)
-        study_runs.log_measurements(client, run_id, {k: t.user_attrs.get(k) for k in _MEASURED})
+        study_runs.log_measurements(client, run_id, {k: t.user_attrs.get(k) for k in _MEASURED}, said)
         log.info("verlsweep: trial %d recorded as MLflow run %s (%s, %s)", t.number, run_id, said, status)
     return fix
 
@@ -139,7 +139,8 @@ def _fix_end(client: Any, run: Any, want: tuple[str, ...], said: str, t: FrozenT
     def fix() -> None:
         if run.info.status == "RUNNING":
             # its sweep died before the task ended the run: the measurement the study holds goes with it
-            study_runs.log_measurements(client, run.info.run_id, {k: t.user_attrs.get(k) for k in _MEASURED})
+            study_runs.log_measurements(client, run.info.run_id, {k: t.user_attrs.get(k) for k in _MEASURED},
+                                        outcome(t))
         tag = run.data.tags.get(study_runs.OUTCOME_TAG)
         tags = {} if tag not in (None, "", "running") else {study_runs.OUTCOME_TAG: said}
         if tags and said == stale_trials.ORPHANED:

@@ -78,10 +78,22 @@ SHARED_VIEW = {"selectedColumns": [
 STATUS_BY_OUTCOME = {"completed": "FINISHED", "pruned": "KILLED", "timeout": "KILLED", "hang": "KILLED",
                      "preempted": "KILLED", "orphaned": "KILLED", "interrupted": "KILLED"}
 ROLE_TAG = "sweep.role"           # "parent" on a sweep's parent run
+PARTIAL_OBJECTIVE = "partial_objective"
+
+
+def objective_key(outcome: str) -> str:
+    """The metric a trial's objective is logged as: `objective` only when the trial completed. A pruned
+    trial's value covers the steps before its prune; under the same name MLflow's runs table would sort
+    it among the completed trials' (the terminal, trials.csv and the report show none for it)."""
+    return "objective" if outcome == "completed" else PARTIAL_OBJECTIVE
+
+
 MAX_PARAMS_PER_BATCH = 100        # MLflow's log_batch limit
 # The run description (MLflow's `mlflow.note.content` tag) of every trial run: what its metrics mean.
 METRIC_NOTES = (
-    "objective: objective.aggregate of objective.metric over the steps after objective.warmup_steps.\n"
+    "objective: objective.aggregate of objective.metric over the steps after objective.warmup_steps; "
+    "completed trials only.\n"
+    f"{PARTIAL_OBJECTIVE}: the same over the steps a pruned trial ran before its prune.\n"
     f"peak_memory_gb: measured, the highest {PEAK_MEMORY_METRIC} of the trial's steps (GiB per device "
     "that torch allocated in the actor's training engine; allocated, not reserved).\n"
     f"predicted_peak_gb: the planner's prediction of {PEAK_MEMORY_METRIC}, for a trial that never ran."
@@ -298,7 +310,7 @@ class TrialRun:
         try:
             now = int(time.time() * 1000)
             metrics = [Metric(k, float(v), now, 0) for k, v in
-                       (("objective", result.objective), ("peak_memory_gb", result.peak_memory_gb),
+                       ((objective_key(result.outcome), result.objective), ("peak_memory_gb", result.peak_memory_gb),
                         ("predicted_peak_gb", result.predicted_peak_gb),
                         ("trial.duration_s", result.duration_s), ("trial.steps", result.steps))
                        if v is not None]

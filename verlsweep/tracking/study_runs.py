@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from typing import Any, Mapping
 
-from verlsweep.tracking.mlflow_runs import ROLE_TAG, status_for
+from verlsweep.tracking.mlflow_runs import ROLE_TAG, objective_key, status_for
 
 STUDY_TAG = "sweep.study"
 NUMBER_TAG = "trial.number"
@@ -92,11 +92,13 @@ def set_tags(client: Any, run_id: str, tags: Mapping[str, str]) -> None:
         client.log_batch(run_id, tags=[RunTag(k, str(v)[:5000]) for k, v in tags.items()])
 
 
-def log_measurements(client: Any, run_id: str, values: Mapping[str, Any]) -> None:
-    """Metrics a run lacks, from the trial (a run its task could not finish)."""
+def log_measurements(client: Any, run_id: str, values: Mapping[str, Any], outcome: str) -> None:
+    """Metrics a run lacks, from the trial (a run its task could not finish); the objective under the
+    name its outcome gives it (objective_key)."""
     from mlflow.entities import Metric
 
     have = client.get_run(run_id).data.metrics
+    values = {objective_key(outcome) if k == "objective" else k: v for k, v in values.items()}
     now = int(time.time() * 1000)
     metrics = [Metric(k, float(v), now, 0) for k, v in values.items()
                if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in have]
