@@ -12,6 +12,19 @@ from tests.fixtures.tiny_verl import make_gsm8k_parquet, make_tiny_qwen3
 from tests.trial_helpers import copy_store, serve
 
 
+# Tests that start Ray or Slurm daemons run one at a time on one pytest-xdist worker (`--dist loadgroup`,
+# pyproject.toml): two local Ray instances reach for the same default agent ports (Ray's dashboard agent
+# listens on 52365 unless told otherwise), and the real Slurm cluster is one per session.
+ONE_AT_A_TIME = {"test_real_verl.py", "test_runner_real_verl.py", "test_ray_watch.py", "test_ray_cluster.py",
+                 "test_slurm_sweep.py"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.name in ONE_AT_A_TIME:
+            item.add_marker(pytest.mark.xdist_group("ray_slurm"))
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random Qwen3 checkpoint with a local tokenizer (see tests/fixtures/tiny_verl.py)."""

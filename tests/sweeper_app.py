@@ -10,7 +10,7 @@ stops the trial with outcome `pruned`.
 Test-only knobs (add with `+app.<key>=`): step_seconds (sleep per step), events (a file that gets
 `start|end <trial> <time> <pid>` lines), together (with events: a trial waits, up to a minute, until
 the `together` trials of its batch have all started, so a test of concurrency never depends on how
-fast the launcher's workers start), outcome (force an outcome, e.g. crash), raise (raise an
+fast the launcher's workers start; with together_until, only trials numbered below it wait), outcome (force an outcome, e.g. crash), raise (raise an
 exception), fail_trials (trial numbers that raise), noise (per-step relative noise), slow_trials
 (trial numbers whose steps take step_seconds x 20).
 """
@@ -78,7 +78,7 @@ def main(cfg: DictConfig) -> Any:
     app = OmegaConf.to_container(cfg.get("app") or OmegaConf.create({}), resolve=True)
     number = OmegaConf.select(cfg, "trial.number")
     _event(app.get("events"), "start", number)
-    if app.get("together") and app.get("events"):
+    if app.get("together") and app.get("events") and int(number) < int(app.get("together_until", 1 << 30)):
         _wait_for_batch(app["events"], int(number), int(app["together"]))
     try:
         if app.get("raise") or number in (app.get("fail_trials") or []):

@@ -109,22 +109,35 @@ def test_multi_objective_sweep_writes_the_pareto_front(tmp_path):
     assert all(any(t <= ft and p >= fp for ft, fp in on_front) for t, p in done)   # everything else is dominated
 
 
-def oom_share_after_startup(tmp_path: Path, sampler: str, seed: int) -> float:
-    sweep_dir = f"{sampler}-{seed}"
-    run(tmp_path, f"hydra/sweeper/sampler={sampler}", f"hydra.sweeper.sampler.seed={seed}",
-        "hydra.sweeper.n_trials=30", "hydra/sweeper/pruner=none", f"hydra.sweeper.study_name={sweep_dir}",
-        # the sampler's own proposals: no planner-guided start (the planner does not know this
-        # synthetic landscape) and every proposal launched, so each one is a fresh draw
-        "hydra.sweeper.guide.top_k=0", "hydra.sweeper.remeasure=true",
-        "trial.steps=2", sweep_dir=sweep_dir)
-    later = rows(tmp_path, sweep_dir)[10:]
-    return sum(r["outcome"] == "oom" for r in later) / len(later)
+def oom_shares_after_startup(tmp_path: Path, runs: list[tuple[str, int]]) -> dict[tuple[str, int], float]:
+    """The share of OOM trials after the first 10 of a 30-trial sweep, per (sampler, seed). The sweeps run
+    at the same time, each in its own dir and storage; each is sequential and seeded, so its proposals
+    do not depend on the others or on timing."""
+    procs = {}
+    for sampler, seed in runs:
+        cwd = tmp_path / f"{sampler}-{seed}"
+        cwd.mkdir()
+        argv = command(cwd, f"hydra/sweeper/sampler={sampler}", f"hydra.sweeper.sampler.seed={seed}",
+                       "hydra.sweeper.n_trials=30", "hydra/sweeper/pruner=none",
+                       # the sampler's own proposals: no planner-guided start (the planner does not know this
+                       # synthetic landscape) and every proposal launched, so each one is a fresh draw
+                       "hydra.sweeper.guide.top_k=0", "hydra.sweeper.remeasure=true", "trial.steps=2")
+        procs[(sampler, seed)] = (cwd, subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE,
+                                                        stderr=subprocess.STDOUT, text=True))
+    shares = {}
+    for key, (cwd, proc) in procs.items():
+        out = proc.communicate(timeout=900)[0]
+        assert proc.returncode == 0, out[-5000:]
+        later = rows(cwd)[10:]
+        shares[key] = sum(r["outcome"] == "oom" for r in later) / len(later)
+    return shares
 
 
 def test_after_ooms_tpe_proposes_fewer_configs_in_the_oom_region_than_random(tmp_path):
     # a third of the rollout_memory space does not fit in the synthetic landscape
-    ours = [oom_share_after_startup(tmp_path, "tpe", seed) for seed in (0, 1)]
-    rand = [oom_share_after_startup(tmp_path, "random", seed) for seed in (0, 1)]
+    shares = oom_shares_after_startup(tmp_path, [(s, seed) for s in ("tpe", "random") for seed in (0, 1)])
+    ours = [shares["tpe", seed] for seed in (0, 1)]
+    rand = [shares["random", seed] for seed in (0, 1)]
     assert sum(ours) < sum(rand), (ours, rand)
     assert sum(ours) / 2 < 0.3
 
@@ -175,7 +188,8 @@ def test_resume_after_sigkill_reruns_the_killed_trial_once_and_keeps_n_trials_to
 
 def test_two_sweep_processes_share_one_study_without_running_a_trial_twice(tmp_path):
     args = ["hydra.sweeper.n_trials=8", "hydra.sweeper.study_name=shared", "hydra.sweeper.heartbeat_interval=1",
-            "+app.step_seconds=0.2", f"+app.events={tmp_path / 'events'}", "+app.together=2"]
+            "+app.step_seconds=0.2", f"+app.events={tmp_path / 'events'}",
+            "+app.together=2", "+app.together_until=2"]         # trials 0 and 1 run at once: both processes work
     procs = [subprocess.Popen(command(tmp_path, *args, sweep_dir=d), cwd=tmp_path, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True) for d in ("a", "b")]
     outs = [p.communicate(timeout=600)[0] for p in procs]
