@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import math
 import multiprocessing
 import random
@@ -65,6 +66,7 @@ from omegaconf import OmegaConf  # noqa: E402
 from hydra_plugins.verlsweep_sweeper import _guide, _results, _reuse, _space, _study  # noqa: E402
 from hydra_plugins.verlsweep_sweeper.config import GuideConfig, MedianPrunerConfig, TPESamplerConfig  # noqa: E402
 from verlsweep.common.result import TrialResult  # noqa: E402
+from verlsweep.infer.sampler import PHASE_ATTR, BoundarySampler  # noqa: E402
 from verlsweep.plan.calibration import THROUGHPUT_CONSTANTS  # noqa: E402
 from verlsweep.study_link import pruner_from_spec  # noqa: E402
 
@@ -100,8 +102,12 @@ WEIGHTS = 16.4                 # Qwen3-8B bf16
 @dataclass(frozen=True)
 class Truth:
     tok_s: float | None        # None: OOM
-    oom_at_start: bool
+    phase: str | None          # an OOM's verlsweep.common.result.FAILURE_PHASES (None: host memory)
     step_s: float
+
+    @property
+    def oom_at_start(self) -> bool:
+        return self.phase in ("vllm_start", "kv_cache") or (self.tok_s is None and self.phase is None)
 
 
 @dataclass
@@ -117,53 +123,81 @@ class Landscape:
         return max(t.tok_s for t in self.truth.values() if t.tok_s is not None)
 
 
-def _cliff(p: dict) -> tuple[float | None, bool]:
+# Each landscape returns (tok/s or None for an OOM, the OOM's phase): vllm_start / kv_cache before the
+# first step, rollout_wake (util-bound, in the first step), training (util-free, in the first step)
+
+
+def _cliff(p: dict) -> tuple[float | None, str | None]:
     """More KV cache is always faster; the optimum sits at the OOM edge, which moves with the offloads."""
     util, tp = p[UTIL], p[TP]
     trainer = 3 + (0 if p[P_OFF] else 9) + (0 if p[O_OFF] else 14) + (0 if p[R_OFF] else 5)
     kv = util * HBM - WEIGHTS / tp
     if kv <= 1:
-        return None, True
+        return None, "kv_cache"
     if util * HBM + trainer > HBM:
-        return None, False
+        return None, "rollout_wake"
     return (1200 * (1 - math.exp(-kv / 12)) * {1: 0.8, 2: 1.0, 4: 0.9, 8: 0.7}[tp]
-            * (0.8 if p[P_OFF] else 1) * (0.9 if p[O_OFF] else 1) * (0.96 if p[R_OFF] else 1)), False
+            * (0.8 if p[P_OFF] else 1) * (0.9 if p[O_OFF] else 1) * (0.96 if p[R_OFF] else 1)), None
 
 
-def _interior(p: dict) -> tuple[float | None, bool]:
+def _interior(p: dict) -> tuple[float | None, str | None]:
     """A peak at a middle utilization that grows with TP; TP 4 best; optimizer offload nearly free."""
     util, tp = p[UTIL], p[TP]
     trainer = 4 + (0 if p[P_OFF] else 8) + (0 if p[O_OFF] else 12) + (0 if p[R_OFF] else 4)
     if util * HBM + trainer + WEIGHTS / tp * 0.5 > HBM:
-        return None, False
+        return None, "rollout_wake"
     shape = max(0.2, 1 - ((util - (0.5 + 0.05 * math.log2(tp))) / 0.35) ** 2)
     return (900 * shape * {1: 0.6, 2: 0.85, 4: 1.0, 8: 0.8}[tp]
-            * (0.75 if p[P_OFF] else 1) * (0.99 if p[O_OFF] else 1) * (0.9 if p[R_OFF] else 1)), False
+            * (0.75 if p[P_OFF] else 1) * (0.99 if p[O_OFF] else 1) * (0.9 if p[R_OFF] else 1)), None
 
 
-def _plateaus(p: dict) -> tuple[float | None, bool]:
+def _plateaus(p: dict) -> tuple[float | None, str | None]:
     """Steps set by TP and the offloads, util only tilts them; a diagonal OOM edge."""
     util, tp = p[UTIL], p[TP]
     if util > 0.45 + 0.1 * math.log2(tp) - (0.15 if not p[O_OFF] else 0) - (0.1 if not p[P_OFF] else 0):
-        return None, True
+        return None, "vllm_start"
     plateau = {1: 300, 2: 520, 4: 610, 8: 560}[tp] * (0.7 if p[P_OFF] else 1) * (0.85 if p[R_OFF] else 1)
-    return plateau * (1 + 0.15 * util) * (0.97 if p[O_OFF] else 1), False
+    return plateau * (1 + 0.15 * util) * (0.97 if p[O_OFF] else 1), None
 
 
-def _ridge(p: dict) -> tuple[float | None, bool]:
+def _ridge(p: dict) -> tuple[float | None, str | None]:
     """Adversarial: mediocre everywhere but one narrow ridge at the OOM edge (TP 8, actor params on device)."""
     util, tp = p[UTIL], p[TP]
     trainer = 2 + (0 if p[P_OFF] else 10) + (0 if p[O_OFF] else 16) + (0 if p[R_OFF] else 6)
     limit = HBM - trainer - WEIGHTS / tp
     if util * HBM > limit:
-        return None, False
+        return None, "rollout_wake"
     headroom = (limit - util * HBM) / HBM
     ridge = 700 * math.exp(-(headroom / 0.04) ** 2) if tp == 8 and not p[P_OFF] else 0
-    return 400 + 100 * util + ridge - (60 if p[R_OFF] else 0), False
+    return 400 + 100 * util + ridge - (60 if p[R_OFF] else 0), None
 
 
-HAND_WRITTEN: dict[str, Callable[[dict], tuple[float | None, bool]]] = {
+def _drawn(d: dict) -> Callable[[dict], tuple[float | None, str | None]]:
+    """A landscape drawn by benchmarks/draw_landscapes.py (never tuned on): vLLM starts next to the
+    actor's and ref's params, wakes next to everything the trainer keeps, training peaks with util-free
+    activations; throughput saturates with the KV cache, bent by a util peak, slowed by each offload."""
+    def f(p: dict) -> tuple[float | None, str | None]:
+        util, tp, offs = p[UTIL], p[TP], (p[P_OFF], p[O_OFF], p[R_OFF])
+        params = (0 if offs[0] else d["actor_param_gib"]) + (0 if offs[2] else d["ref_param_gib"])
+        resident = d["base_gib"] + params + (0 if offs[1] else d["optimizer_gib"])
+        kv = util * HBM - WEIGHTS / tp - d["vllm_overhead_gib"]
+        if util * HBM > HBM - d["base_gib"] - params:
+            return None, "vllm_start"
+        if kv < d["kv_min_gib"]:
+            return None, "kv_cache"
+        if resident + d["activation_gib"] + d["actor_param_gib"] > HBM:
+            return None, "training"
+        if util * HBM + resident > HBM:
+            return None, "rollout_wake"
+        slow = math.prod(s for s, on in zip(d["offload_slowdown"], offs) if on)
+        bend = max(0.1, 1 - d["util_bend"] * (util - d["util_peak"]) ** 2)
+        return d["tok_s"] * d["tp_factor"][str(tp)] * (1 - math.exp(-kv / d["kv_saturation_gib"])) * slow * bend, None
+    return f
+
+
+HAND_WRITTEN: dict[str, Callable[[dict], tuple[float | None, str | None]]] = {
     "cliff at the edge": _cliff, "interior peak": _interior, "TP plateaus": _plateaus, "narrow ridge (adv.)": _ridge,
+    **{name: _drawn(d) for name, d in json.loads((Path(__file__).parent / "drawn_landscapes.json").read_text()).items()},
 }
 # planner landscapes: a recipe composed with our config groups (+ overrides) and a seed for its hidden errors
 PLANNER_BASES = {
@@ -173,7 +207,10 @@ PLANNER_BASES = {
     "planner: ppo 8B H100": (["hardware=h100_80g", "model=qwen3_8b", "algorithm=ppo"], 4),
     "planner: ppo 14B H100": (["hardware=h100_80g", "model=qwen3_14b", "algorithm=ppo"], 5),
 }
-START_CHECKS = ("host_memory", "vllm_start", "kv_cache")
+# the planner's checks (verlsweep.plan.memory.ORDER) -> the phase an OOM there shows; host memory has
+# none (more offloads use more host RAM: the rules say nothing about it)
+CHECK_PHASES = {"vllm_start": "vllm_start", "kv_cache": "kv_cache", "rollout": "rollout_wake",
+                **{n: "training" for n in ("log_prob", "ref", "values", "critic_update", "actor_update")}}
 
 
 def space() -> _space.SearchSpace:
@@ -194,9 +231,9 @@ def all_configs(sp: _space.SearchSpace) -> list[dict]:
 def hand_written(name: str, f: Callable, configs: list[dict]) -> Landscape:
     truth = {}
     for p in configs:
-        tok_s, at_start = f(p)
+        tok_s, phase = f(p)
         step_s = TOKENS_PER_STEP / ((tok_s or 381.0) * WORLD)
-        truth[key(p)] = Truth(tok_s, at_start, step_s)
+        truth[key(p)] = Truth(tok_s, phase, step_s)
     return Landscape(name, truth)
 
 
@@ -212,8 +249,8 @@ def _true_verdict(inp, cal, mem_factor: float) -> Truth:
             continue
         exact = check.parts.get("vLLM reservation", 0.0)       # what vLLM asked for: no model error
         if exact + (check.need - exact) * mem_factor > check.limit:
-            return Truth(None, name in START_CHECKS, v.step_s)
-    return Truth(v.tok_s, False, v.step_s)
+            return Truth(None, CHECK_PHASES.get(name), v.step_s)
+    return Truth(v.tok_s, None, v.step_s)
 
 
 def planner_landscape(name: str, overrides: list[str], seed: int, sp: _space.SearchSpace,
@@ -280,7 +317,8 @@ def _drive(study: optuna.Study, land: Landscape, sp: _space.SearchSpace, target:
         if truth.tok_s is None:
             spent += _dh(STARTUP_S + (0 if truth.oom_at_start else truth.step_s))
             if told == "constraint":
-                _results.tell(study, trial, None, ["objective"], result=TrialResult("oom"))
+                trial.set_user_attr(PHASE_ATTR, truth.phase)
+                _results.tell(study, trial, None, ["objective"], result=TrialResult("oom", failure_phase=truth.phase))
             elif told == "zero":
                 study.tell(trial, 0.0)
             else:
@@ -330,6 +368,17 @@ def run_method(method: str, land: Landscape, seed: int, budget: float, top_k: in
             for params in _guide.rank(predictions, sp, top_k):
                 study.enqueue_trial(params, skip_if_exists=True)
         return _drive(study, land, sp, target, budget, told="constraint", guided=True, reuse=True, prune=True)
+    if method == "boundary":
+        # the new sampler in the sweeper's place: recipe first, the planner's predicted tok/s as its
+        # combo prior (where it models the config), OOM phases read by verlsweep.infer.rules, reuse, veto
+        prior = None
+        if land.planner is not None:
+            def prior(c: dict) -> float | None:
+                pr = land.planner.get(key({k: sp.value(k, v) for k, v in c.items()}))
+                return pr.tok_s if pr is not None and pr.feasible else None
+        inner = _study.build_sampler(OmegaConf.structured(TPESamplerConfig(seed=seed)), sp)
+        study = _new_study(BoundarySampler(inner, prior=prior))
+        return _drive(study, land, sp, target, budget, told="constraint", guided=True, reuse=True)
     if method == "grid":
         return _grid(land, sp, target, budget)
     if method == "random":
@@ -364,7 +413,7 @@ def _grid(land: Landscape, sp: _space.SearchSpace, target: float, budget: float)
 
 # --- the race ----------------------------------------------------------------------------------------
 
-METHODS = ("verlsweep", "grid", "random", "tpe oom=0", "tpe oom=FAIL", "gp")
+METHODS = ("verlsweep", "boundary", "grid", "random", "tpe oom=0", "tpe oom=FAIL", "gp")
 
 
 def _job(args: tuple) -> tuple[str, str, int, Run]:
