@@ -287,6 +287,7 @@ class Run:
     launched: int
     reused: int
     vetoed: int
+    ooms: int = 0                     # launched trials that OOMed
 
 
 def _dh(seconds: float) -> float:
@@ -296,7 +297,7 @@ def _dh(seconds: float) -> float:
 def _drive(study: optuna.Study, land: Landscape, sp: _space.SearchSpace, target: float, budget: float, *,
            told: str, guided: bool = False, reuse: bool = False, prune: bool = False) -> Run:
     """Ask -> (reuse | veto | measure with the cost model) -> tell, until the budget is spent."""
-    spent, launched, reused, vetoed = 0.0, 0, 0, 0
+    spent, launched, reused, vetoed, ooms = 0.0, 0, 0, 0, 0
     for _ in range(MAX_ASKS):
         if spent >= budget:
             break
@@ -315,6 +316,7 @@ def _drive(study: optuna.Study, land: Landscape, sp: _space.SearchSpace, target:
         truth = land.truth[key(params)]
         launched += 1
         if truth.tok_s is None:
+            ooms += 1
             spent += _dh(STARTUP_S + (0 if truth.oom_at_start else truth.step_s))
             if told == "constraint":
                 trial.set_user_attr(PHASE_ATTR, truth.phase)
@@ -333,8 +335,8 @@ def _drive(study: optuna.Study, land: Landscape, sp: _space.SearchSpace, target:
         else:
             study.tell(trial, result.objective)
         if result.outcome == "completed" and truth.tok_s >= target:
-            return Run(spent if spent <= budget else None, launched, reused, vetoed)
-    return Run(None, launched, reused, vetoed)
+            return Run(spent if spent <= budget else None, launched, reused, vetoed, ooms)
+    return Run(None, launched, reused, vetoed, ooms)
 
 
 def _steps(trial: optuna.Trial, truth: Truth, prune: bool) -> TrialResult:
@@ -378,6 +380,9 @@ def run_method(method: str, land: Landscape, seed: int, budget: float, top_k: in
                 return pr.tok_s if pr is not None and pr.feasible else None
         inner = _study.build_sampler(OmegaConf.structured(TPESamplerConfig(seed=seed)), sp)
         study = _new_study(BoundarySampler(inner, prior=prior))
+        if land.planner is not None:       # the guide's picks, enqueued as the sweeper does
+            for params in _guide.rank(_guide.predict(land.guide, draws, GuideConfig().error, seed), sp, top_k):
+                study.enqueue_trial(params, skip_if_exists=True)
         return _drive(study, land, sp, target, budget, told="constraint", guided=True, reuse=True)
     if method == "grid":
         return _grid(land, sp, target, budget)
@@ -395,7 +400,7 @@ def run_method(method: str, land: Landscape, seed: int, budget: float, top_k: in
 
 
 def _grid(land: Landscape, sp: _space.SearchSpace, target: float, budget: float) -> Run:
-    spent, launched = 0.0, 0
+    spent, launched, ooms = 0.0, 0, 0
     order = [dict(RECIPE)] + [p for p in all_configs(sp) if key(p) != key(RECIPE)]
     for params in order:
         if spent >= budget:
@@ -403,12 +408,13 @@ def _grid(land: Landscape, sp: _space.SearchSpace, target: float, budget: float)
         truth = land.truth[key(params)]
         launched += 1
         if truth.tok_s is None:
+            ooms += 1
             spent += _dh(STARTUP_S + (0 if truth.oom_at_start else truth.step_s))
             continue
         spent += _dh(STARTUP_S + (STEPS + 1) * truth.step_s)
         if truth.tok_s >= target:
-            return Run(spent if spent <= budget else None, launched, 0, 0)
-    return Run(None, launched, 0, 0)
+            return Run(spent if spent <= budget else None, launched, 0, 0, ooms)
+    return Run(None, launched, 0, 0, ooms)
 
 
 # --- the race ----------------------------------------------------------------------------------------
@@ -472,33 +478,48 @@ def main() -> None:
           f"target: a measured config within 3% of the best feasible tok/s; start-up {STARTUP_S:g} s, "
           f"{STEPS} steps, {WORLD} devices; guide top_k {args.top_k}, draws {args.draws}")
     head = (f"{'landscape':22} {'OOM':>4} {'near':>4} | {'method':13} {'median dh':>9} {'p90 dh':>8} "
-            f"{'reached':>7} {'launched':>8} {'reused':>6} {'vetoed':>6}")
+            f"{'reached':>7} {'launched':>8} {'OOMs':>5} {'reused':>6} {'vetoed':>6}")
     print(head)
     print("-" * len(head))
-    verdicts = []
+    verdicts, new = [], []
     for land in lands:
         values = list(land.truth.values())
         oom = sum(t.tok_s is None for t in values) / len(values)
         near = sum(t.tok_s is not None and t.tok_s >= 0.97 * land.best for t in values)
-        medians = {}
+        medians, oom_means = {}, {}
         for i, method in enumerate(args.methods):
             rs = runs[(land.name, method)]
             hours = [r.hours_to_target if r.hours_to_target is not None else args.budget for r in rs]
             reached = sum(r.hours_to_target is not None for r in rs)
             med = statistics.median(hours)
             medians[method] = med
+            oom_means[method] = statistics.mean(r.ooms for r in rs)
             missing_med = sum(r.hours_to_target is None for r in rs) * 2 > len(rs)
             missing_p90 = reached < math.ceil(0.9 * len(rs))
             print(f"{(land.name if i == 0 else ''):22.22} {(f'{oom:.0%}' if i == 0 else ''):>4} "
                   f"{(str(near) if i == 0 else ''):>4} | {method:13} "
                   f"{('>' if missing_med else '') + f'{med:.1f}':>9} "
                   f"{('>' if missing_p90 else '') + f'{_p90(hours):.1f}':>8} {reached:>3}/{len(rs):<3} "
-                  f"{statistics.mean(r.launched for r in rs):8.1f} {statistics.mean(r.reused for r in rs):6.1f} "
+                  f"{statistics.mean(r.launched for r in rs):8.1f} {statistics.mean(r.ooms for r in rs):5.1f} "
+                  f"{statistics.mean(r.reused for r in rs):6.1f} "
                   f"{statistics.mean(r.vetoed for r in rs):6.1f}")
         if land.note:
             print(f"{'':22} {'':>4} {'':>4} | hidden errors: {land.note}")
+        if "boundary" in medians:
+            others = {m: v for m, v in medians.items() if m != "boundary"}
+            if others:
+                best_m = min(others, key=others.get)
+                ratio = medians["boundary"] / others[best_m] if others[best_m] else float("inf")
+                fewest = min(v for m, v in oom_means.items() if m != "boundary")
+                ok = (ratio <= 0.5 and oom_means["boundary"] < fewest
+                      and medians["boundary"] <= medians.get("random", float("inf")))
+                new.append(f"  {land.name:22} boundary / best baseline ({best_m}) = {ratio:.2f}; OOMs "
+                           f"{oom_means['boundary']:.1f} vs fewest of the others {fewest:.1f}"
+                           + (f"; vs random {medians['boundary'] / medians['random']:.2f}"
+                              if "random" in medians and medians["random"] else "")
+                           + ("  goal met" if ok else "  RESISTS"))
         if "verlsweep" in medians:
-            others = {m: v for m, v in medians.items() if m != "verlsweep"}
+            others = {m: v for m, v in medians.items() if m not in ("verlsweep", "boundary")}
             if others:
                 best_m = min(others, key=others.get)
                 ratio = medians["verlsweep"] / others[best_m] if others[best_m] else float("inf")
@@ -508,6 +529,10 @@ def main() -> None:
     if verdicts:
         print("\nmedian device-hours, verlsweep over the best baseline (<= 0.5 is the goal):")
         print("\n".join(verdicts))
+    if new:
+        print("\nboundary (verlsweep.infer) over the best other method, today's verlsweep included (goal: <= 0.5, "
+              "fewer launched OOMs than any, never worse than random):")
+        print("\n".join(new))
     print(f"\n({time.perf_counter() - tic:.0f} s)")
 
 

@@ -125,6 +125,8 @@ class BoundarySampler(optuna.samplers.BaseSampler):
             return (prior if prior is not None else -float("inf"), neighbours, -sum(combo[1:]), combo[0])
 
         combo = max(fresh, key=score)
+        if any(_key(o.params)[1:] == combo for o in obs):
+            best_util = None     # only failures so far: the middle of what is left of its band
         target = best_util if best_util is not None else sorted(float(c[UTIL]) for c in by_combo[combo])[
             len(by_combo[combo]) // 2]
         return min(by_combo[combo], key=lambda c: (abs(float(c[UTIL]) - target), -float(c[UTIL])))
