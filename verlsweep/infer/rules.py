@@ -70,8 +70,9 @@ RULES: tuple[Rule, ...] = (
          "verl/workers/rollout/vllm_rollout/vllm_async_server.py sleep (free_cache_engine); "
          "verl/workers/engine_workers.py update_weights (resume weights, offload actor, resume kv_cache); "
          "verl/workers/config/rollout.py free_cache_engine = True"),
-    # the KV cache is util x total minus the engine's own non-KV memory: a lower util only shrinks it
-    Rule("kv cache too small: lower util, same TP", _oom("kv_cache"),
+    # the KV cache is util x total minus the engine's own non-KV memory: a lower util only shrinks it (kept
+    # to the same offloads: whether other processes' memory enters the profile is not relied on)
+    Rule("kv cache too small: lower util, same TP and offloads", _oom("kv_cache"),
          lambda t, c: _same_tp(t, c) and float(c[UTIL]) <= float(t[UTIL]) + _EPS and _offs(c) == _offs(t), "fail",
          "vllm/v1/worker/gpu_worker.py determine_available_memory (requested_memory - non_kv_cache_memory); "
          "vllm/v1/core/kv_cache_utils.py _check_enough_kv_cache_memory"),
