@@ -17,6 +17,9 @@ Landscapes (the truth, unknown to every method):
   hand-written   four shapes (cliff at the OOM edge, interior peak, TP plateaus, a narrow ridge); a step
                  takes TOKENS_PER_STEP / (tok/s x WORLD). The planner knows nothing of them, so our
                  sweeper runs them unguided (the planner has no opinion, as for a config it cannot model).
+  drawn 1, 2      drawn once by benchmarks/draw_landscapes.py (fixed seed; benchmarks/drawn_landscapes.json,
+                 committed before any result was seen, never tuned on): start, KV, training and wake-up
+                 OOMs from drawn memory sizes, throughput from a drawn KV saturation and util peak
   planner        the planner's own model of a composed recipe, with hidden calibration errors drawn per
                  landscape: every throughput constant x U(0.8, 1.2) and every predicted GiB (all but
                  vLLM's own reservation, util x HBM, which is what it asked for) x one U(0.9, 1.1).
@@ -28,6 +31,8 @@ Methods:
                  (hydra/sweeper/sampler/tpe), OOM and planner-infeasible told as constraint violations
                  (_results.tell), the planner's veto (no device time), reuse of measured configs
                  (_reuse), the median pruner (its defaults)
+  boundary       verlsweep.infer.BoundarySampler (what each OOM/fit proves, told with its phase; bisects
+                 the util band; TPE for other params) with the guide's picks enqueued, reuse and the veto
   grid           the recipe, then Hydra's BasicSweeper order (cartesian product, first param outermost)
   random         RandomSampler
   tpe oom=0      Optuna's default TPESampler, an OOM told as throughput 0
@@ -40,7 +45,7 @@ Baselines have no planner, no reuse and no pruner: what a plain Optuna/Hydra swe
 
 Measured throughput is noise-free (the same for every method). Columns: median and p90 device-hours
 to the target over the seeds (a seed that never gets there counts as the budget, shown `>`), and the
-share of seeds that get there within the budget.
+share of seeds that get there within the budget, launched trials and launched OOMs per sweep.
 """
 from __future__ import annotations
 
