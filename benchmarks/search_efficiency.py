@@ -17,6 +17,9 @@ Landscapes (the truth, unknown to every method):
   hand-written   four shapes (cliff at the OOM edge, interior peak, TP plateaus, a narrow ridge); a step
                  takes TOKENS_PER_STEP / (tok/s x WORLD). The planner knows nothing of them, so our
                  sweeper runs them unguided (the planner has no opinion, as for a config it cannot model).
+  drawn 1, 2      drawn once by benchmarks/draw_landscapes.py (fixed seed; benchmarks/drawn_landscapes.json,
+                 committed before any result was seen, never tuned on): start, KV, training and wake-up
+                 OOMs from drawn memory sizes, throughput from a drawn KV saturation and util peak
   planner        the planner's own model of a composed recipe, with hidden calibration errors drawn per
                  landscape: every throughput constant x U(0.8, 1.2) and every predicted GiB (all but
                  vLLM's own reservation, util x HBM, which is what it asked for) x one U(0.9, 1.1).
@@ -28,6 +31,8 @@ Methods:
                  (hydra/sweeper/sampler/tpe), OOM and planner-infeasible told as constraint violations
                  (_results.tell), the planner's veto (no device time), reuse of measured configs
                  (_reuse), the median pruner (its defaults)
+  boundary       verlsweep.infer.BoundarySampler (what each OOM/fit proves, told with its phase; bisects
+                 the util band; TPE for other params) with the guide's picks enqueued, reuse and the veto
   grid           the recipe, then Hydra's BasicSweeper order (cartesian product, first param outermost)
   random         RandomSampler
   tpe oom=0      Optuna's default TPESampler, an OOM told as throughput 0
@@ -40,12 +45,13 @@ Baselines have no planner, no reuse and no pruner: what a plain Optuna/Hydra swe
 
 Measured throughput is noise-free (the same for every method). Columns: median and p90 device-hours
 to the target over the seeds (a seed that never gets there counts as the budget, shown `>`), and the
-share of seeds that get there within the budget.
+share of seeds that get there within the budget, launched trials and launched OOMs per sweep.
 """
 from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import math
 import multiprocessing
 import random
@@ -65,6 +71,7 @@ from omegaconf import OmegaConf  # noqa: E402
 from hydra_plugins.verlsweep_sweeper import _guide, _results, _reuse, _space, _study  # noqa: E402
 from hydra_plugins.verlsweep_sweeper.config import GuideConfig, MedianPrunerConfig, TPESamplerConfig  # noqa: E402
 from verlsweep.common.result import TrialResult  # noqa: E402
+from verlsweep.infer.sampler import PHASE_ATTR, BoundarySampler  # noqa: E402
 from verlsweep.plan.calibration import THROUGHPUT_CONSTANTS  # noqa: E402
 from verlsweep.study_link import pruner_from_spec  # noqa: E402
 
@@ -100,8 +107,12 @@ WEIGHTS = 16.4                 # Qwen3-8B bf16
 @dataclass(frozen=True)
 class Truth:
     tok_s: float | None        # None: OOM
-    oom_at_start: bool
+    phase: str | None          # an OOM's verlsweep.common.result.FAILURE_PHASES (None: host memory)
     step_s: float
+
+    @property
+    def oom_at_start(self) -> bool:
+        return self.phase in ("vllm_start", "kv_cache") or (self.tok_s is None and self.phase is None)
 
 
 @dataclass
@@ -117,53 +128,81 @@ class Landscape:
         return max(t.tok_s for t in self.truth.values() if t.tok_s is not None)
 
 
-def _cliff(p: dict) -> tuple[float | None, bool]:
+# Each landscape returns (tok/s or None for an OOM, the OOM's phase): vllm_start / kv_cache before the
+# first step, rollout_wake (util-bound, in the first step), training (util-free, in the first step)
+
+
+def _cliff(p: dict) -> tuple[float | None, str | None]:
     """More KV cache is always faster; the optimum sits at the OOM edge, which moves with the offloads."""
     util, tp = p[UTIL], p[TP]
     trainer = 3 + (0 if p[P_OFF] else 9) + (0 if p[O_OFF] else 14) + (0 if p[R_OFF] else 5)
     kv = util * HBM - WEIGHTS / tp
     if kv <= 1:
-        return None, True
+        return None, "kv_cache"
     if util * HBM + trainer > HBM:
-        return None, False
+        return None, "rollout_wake"
     return (1200 * (1 - math.exp(-kv / 12)) * {1: 0.8, 2: 1.0, 4: 0.9, 8: 0.7}[tp]
-            * (0.8 if p[P_OFF] else 1) * (0.9 if p[O_OFF] else 1) * (0.96 if p[R_OFF] else 1)), False
+            * (0.8 if p[P_OFF] else 1) * (0.9 if p[O_OFF] else 1) * (0.96 if p[R_OFF] else 1)), None
 
 
-def _interior(p: dict) -> tuple[float | None, bool]:
+def _interior(p: dict) -> tuple[float | None, str | None]:
     """A peak at a middle utilization that grows with TP; TP 4 best; optimizer offload nearly free."""
     util, tp = p[UTIL], p[TP]
     trainer = 4 + (0 if p[P_OFF] else 8) + (0 if p[O_OFF] else 12) + (0 if p[R_OFF] else 4)
     if util * HBM + trainer + WEIGHTS / tp * 0.5 > HBM:
-        return None, False
+        return None, "rollout_wake"
     shape = max(0.2, 1 - ((util - (0.5 + 0.05 * math.log2(tp))) / 0.35) ** 2)
     return (900 * shape * {1: 0.6, 2: 0.85, 4: 1.0, 8: 0.8}[tp]
-            * (0.75 if p[P_OFF] else 1) * (0.99 if p[O_OFF] else 1) * (0.9 if p[R_OFF] else 1)), False
+            * (0.75 if p[P_OFF] else 1) * (0.99 if p[O_OFF] else 1) * (0.9 if p[R_OFF] else 1)), None
 
 
-def _plateaus(p: dict) -> tuple[float | None, bool]:
+def _plateaus(p: dict) -> tuple[float | None, str | None]:
     """Steps set by TP and the offloads, util only tilts them; a diagonal OOM edge."""
     util, tp = p[UTIL], p[TP]
     if util > 0.45 + 0.1 * math.log2(tp) - (0.15 if not p[O_OFF] else 0) - (0.1 if not p[P_OFF] else 0):
-        return None, True
+        return None, "vllm_start"
     plateau = {1: 300, 2: 520, 4: 610, 8: 560}[tp] * (0.7 if p[P_OFF] else 1) * (0.85 if p[R_OFF] else 1)
-    return plateau * (1 + 0.15 * util) * (0.97 if p[O_OFF] else 1), False
+    return plateau * (1 + 0.15 * util) * (0.97 if p[O_OFF] else 1), None
 
 
-def _ridge(p: dict) -> tuple[float | None, bool]:
+def _ridge(p: dict) -> tuple[float | None, str | None]:
     """Adversarial: mediocre everywhere but one narrow ridge at the OOM edge (TP 8, actor params on device)."""
     util, tp = p[UTIL], p[TP]
     trainer = 2 + (0 if p[P_OFF] else 10) + (0 if p[O_OFF] else 16) + (0 if p[R_OFF] else 6)
     limit = HBM - trainer - WEIGHTS / tp
     if util * HBM > limit:
-        return None, False
+        return None, "rollout_wake"
     headroom = (limit - util * HBM) / HBM
     ridge = 700 * math.exp(-(headroom / 0.04) ** 2) if tp == 8 and not p[P_OFF] else 0
-    return 400 + 100 * util + ridge - (60 if p[R_OFF] else 0), False
+    return 400 + 100 * util + ridge - (60 if p[R_OFF] else 0), None
 
 
-HAND_WRITTEN: dict[str, Callable[[dict], tuple[float | None, bool]]] = {
+def _drawn(d: dict) -> Callable[[dict], tuple[float | None, str | None]]:
+    """A landscape drawn by benchmarks/draw_landscapes.py (never tuned on): vLLM starts next to the
+    actor's and ref's params, wakes next to everything the trainer keeps, training peaks with util-free
+    activations; throughput saturates with the KV cache, bent by a util peak, slowed by each offload."""
+    def f(p: dict) -> tuple[float | None, str | None]:
+        util, tp, offs = p[UTIL], p[TP], (p[P_OFF], p[O_OFF], p[R_OFF])
+        params = (0 if offs[0] else d["actor_param_gib"]) + (0 if offs[2] else d["ref_param_gib"])
+        resident = d["base_gib"] + params + (0 if offs[1] else d["optimizer_gib"])
+        kv = util * HBM - WEIGHTS / tp - d["vllm_overhead_gib"]
+        if util * HBM > HBM - d["base_gib"] - params:
+            return None, "vllm_start"
+        if kv < d["kv_min_gib"]:
+            return None, "kv_cache"
+        if resident + d["activation_gib"] + d["actor_param_gib"] > HBM:
+            return None, "training"
+        if util * HBM + resident > HBM:
+            return None, "rollout_wake"
+        slow = math.prod(s for s, on in zip(d["offload_slowdown"], offs) if on)
+        bend = max(0.1, 1 - d["util_bend"] * (util - d["util_peak"]) ** 2)
+        return d["tok_s"] * d["tp_factor"][str(tp)] * (1 - math.exp(-kv / d["kv_saturation_gib"])) * slow * bend, None
+    return f
+
+
+HAND_WRITTEN: dict[str, Callable[[dict], tuple[float | None, str | None]]] = {
     "cliff at the edge": _cliff, "interior peak": _interior, "TP plateaus": _plateaus, "narrow ridge (adv.)": _ridge,
+    **{name: _drawn(d) for name, d in json.loads((Path(__file__).parent / "drawn_landscapes.json").read_text()).items()},
 }
 # planner landscapes: a recipe composed with our config groups (+ overrides) and a seed for its hidden errors
 PLANNER_BASES = {
@@ -173,7 +212,10 @@ PLANNER_BASES = {
     "planner: ppo 8B H100": (["hardware=h100_80g", "model=qwen3_8b", "algorithm=ppo"], 4),
     "planner: ppo 14B H100": (["hardware=h100_80g", "model=qwen3_14b", "algorithm=ppo"], 5),
 }
-START_CHECKS = ("host_memory", "vllm_start", "kv_cache")
+# the planner's checks (verlsweep.plan.memory.ORDER) -> the phase an OOM there shows; host memory has
+# none (more offloads use more host RAM: the rules say nothing about it)
+CHECK_PHASES = {"vllm_start": "vllm_start", "kv_cache": "kv_cache", "rollout": "rollout_wake",
+                **{n: "training" for n in ("log_prob", "ref", "values", "critic_update", "actor_update")}}
 
 
 def space() -> _space.SearchSpace:
@@ -194,9 +236,9 @@ def all_configs(sp: _space.SearchSpace) -> list[dict]:
 def hand_written(name: str, f: Callable, configs: list[dict]) -> Landscape:
     truth = {}
     for p in configs:
-        tok_s, at_start = f(p)
+        tok_s, phase = f(p)
         step_s = TOKENS_PER_STEP / ((tok_s or 381.0) * WORLD)
-        truth[key(p)] = Truth(tok_s, at_start, step_s)
+        truth[key(p)] = Truth(tok_s, phase, step_s)
     return Landscape(name, truth)
 
 
@@ -212,8 +254,8 @@ def _true_verdict(inp, cal, mem_factor: float) -> Truth:
             continue
         exact = check.parts.get("vLLM reservation", 0.0)       # what vLLM asked for: no model error
         if exact + (check.need - exact) * mem_factor > check.limit:
-            return Truth(None, name in START_CHECKS, v.step_s)
-    return Truth(v.tok_s, False, v.step_s)
+            return Truth(None, CHECK_PHASES.get(name), v.step_s)
+    return Truth(v.tok_s, None, v.step_s)
 
 
 def planner_landscape(name: str, overrides: list[str], seed: int, sp: _space.SearchSpace,
@@ -250,6 +292,7 @@ class Run:
     launched: int
     reused: int
     vetoed: int
+    ooms: int = 0                     # launched trials that OOMed
 
 
 def _dh(seconds: float) -> float:
@@ -259,7 +302,7 @@ def _dh(seconds: float) -> float:
 def _drive(study: optuna.Study, land: Landscape, sp: _space.SearchSpace, target: float, budget: float, *,
            told: str, guided: bool = False, reuse: bool = False, prune: bool = False) -> Run:
     """Ask -> (reuse | veto | measure with the cost model) -> tell, until the budget is spent."""
-    spent, launched, reused, vetoed = 0.0, 0, 0, 0
+    spent, launched, reused, vetoed, ooms = 0.0, 0, 0, 0, 0
     for _ in range(MAX_ASKS):
         if spent >= budget:
             break
@@ -278,9 +321,11 @@ def _drive(study: optuna.Study, land: Landscape, sp: _space.SearchSpace, target:
         truth = land.truth[key(params)]
         launched += 1
         if truth.tok_s is None:
+            ooms += 1
             spent += _dh(STARTUP_S + (0 if truth.oom_at_start else truth.step_s))
             if told == "constraint":
-                _results.tell(study, trial, None, ["objective"], result=TrialResult("oom"))
+                trial.set_user_attr(PHASE_ATTR, truth.phase)
+                _results.tell(study, trial, None, ["objective"], result=TrialResult("oom", failure_phase=truth.phase))
             elif told == "zero":
                 study.tell(trial, 0.0)
             else:
@@ -295,8 +340,8 @@ def _drive(study: optuna.Study, land: Landscape, sp: _space.SearchSpace, target:
         else:
             study.tell(trial, result.objective)
         if result.outcome == "completed" and truth.tok_s >= target:
-            return Run(spent if spent <= budget else None, launched, reused, vetoed)
-    return Run(None, launched, reused, vetoed)
+            return Run(spent if spent <= budget else None, launched, reused, vetoed, ooms)
+    return Run(None, launched, reused, vetoed, ooms)
 
 
 def _steps(trial: optuna.Trial, truth: Truth, prune: bool) -> TrialResult:
@@ -330,6 +375,20 @@ def run_method(method: str, land: Landscape, seed: int, budget: float, top_k: in
             for params in _guide.rank(predictions, sp, top_k):
                 study.enqueue_trial(params, skip_if_exists=True)
         return _drive(study, land, sp, target, budget, told="constraint", guided=True, reuse=True, prune=True)
+    if method == "boundary":
+        # the new sampler in the sweeper's place: recipe first, the planner's predicted tok/s as its
+        # combo prior (where it models the config), OOM phases read by verlsweep.infer.rules, reuse, veto
+        prior = None
+        if land.planner is not None:
+            def prior(c: dict) -> float | None:
+                pr = land.planner.get(key({k: sp.value(k, v) for k, v in c.items()}))
+                return pr.tok_s if pr is not None and pr.feasible else None
+        inner = _study.build_sampler(OmegaConf.structured(TPESamplerConfig(seed=seed)), sp)
+        study = _new_study(BoundarySampler(inner, prior=prior))
+        if land.planner is not None:       # the guide's picks, enqueued as the sweeper does
+            for params in _guide.rank(_guide.predict(land.guide, draws, GuideConfig().error, seed), sp, top_k):
+                study.enqueue_trial(params, skip_if_exists=True)
+        return _drive(study, land, sp, target, budget, told="constraint", guided=True, reuse=True)
     if method == "grid":
         return _grid(land, sp, target, budget)
     if method == "random":
@@ -346,7 +405,7 @@ def run_method(method: str, land: Landscape, seed: int, budget: float, top_k: in
 
 
 def _grid(land: Landscape, sp: _space.SearchSpace, target: float, budget: float) -> Run:
-    spent, launched = 0.0, 0
+    spent, launched, ooms = 0.0, 0, 0
     order = [dict(RECIPE)] + [p for p in all_configs(sp) if key(p) != key(RECIPE)]
     for params in order:
         if spent >= budget:
@@ -354,17 +413,18 @@ def _grid(land: Landscape, sp: _space.SearchSpace, target: float, budget: float)
         truth = land.truth[key(params)]
         launched += 1
         if truth.tok_s is None:
+            ooms += 1
             spent += _dh(STARTUP_S + (0 if truth.oom_at_start else truth.step_s))
             continue
         spent += _dh(STARTUP_S + (STEPS + 1) * truth.step_s)
         if truth.tok_s >= target:
-            return Run(spent if spent <= budget else None, launched, 0, 0)
-    return Run(None, launched, 0, 0)
+            return Run(spent if spent <= budget else None, launched, 0, 0, ooms)
+    return Run(None, launched, 0, 0, ooms)
 
 
 # --- the race ----------------------------------------------------------------------------------------
 
-METHODS = ("verlsweep", "grid", "random", "tpe oom=0", "tpe oom=FAIL", "gp")
+METHODS = ("verlsweep", "boundary", "grid", "random", "tpe oom=0", "tpe oom=FAIL", "gp")
 
 
 def _job(args: tuple) -> tuple[str, str, int, Run]:
@@ -423,33 +483,48 @@ def main() -> None:
           f"target: a measured config within 3% of the best feasible tok/s; start-up {STARTUP_S:g} s, "
           f"{STEPS} steps, {WORLD} devices; guide top_k {args.top_k}, draws {args.draws}")
     head = (f"{'landscape':22} {'OOM':>4} {'near':>4} | {'method':13} {'median dh':>9} {'p90 dh':>8} "
-            f"{'reached':>7} {'launched':>8} {'reused':>6} {'vetoed':>6}")
+            f"{'reached':>7} {'launched':>8} {'OOMs':>5} {'reused':>6} {'vetoed':>6}")
     print(head)
     print("-" * len(head))
-    verdicts = []
+    verdicts, new = [], []
     for land in lands:
         values = list(land.truth.values())
         oom = sum(t.tok_s is None for t in values) / len(values)
         near = sum(t.tok_s is not None and t.tok_s >= 0.97 * land.best for t in values)
-        medians = {}
+        medians, oom_means = {}, {}
         for i, method in enumerate(args.methods):
             rs = runs[(land.name, method)]
             hours = [r.hours_to_target if r.hours_to_target is not None else args.budget for r in rs]
             reached = sum(r.hours_to_target is not None for r in rs)
             med = statistics.median(hours)
             medians[method] = med
+            oom_means[method] = statistics.mean(r.ooms for r in rs)
             missing_med = sum(r.hours_to_target is None for r in rs) * 2 > len(rs)
             missing_p90 = reached < math.ceil(0.9 * len(rs))
             print(f"{(land.name if i == 0 else ''):22.22} {(f'{oom:.0%}' if i == 0 else ''):>4} "
                   f"{(str(near) if i == 0 else ''):>4} | {method:13} "
                   f"{('>' if missing_med else '') + f'{med:.1f}':>9} "
                   f"{('>' if missing_p90 else '') + f'{_p90(hours):.1f}':>8} {reached:>3}/{len(rs):<3} "
-                  f"{statistics.mean(r.launched for r in rs):8.1f} {statistics.mean(r.reused for r in rs):6.1f} "
+                  f"{statistics.mean(r.launched for r in rs):8.1f} {statistics.mean(r.ooms for r in rs):5.1f} "
+                  f"{statistics.mean(r.reused for r in rs):6.1f} "
                   f"{statistics.mean(r.vetoed for r in rs):6.1f}")
         if land.note:
             print(f"{'':22} {'':>4} {'':>4} | hidden errors: {land.note}")
+        if "boundary" in medians:
+            others = {m: v for m, v in medians.items() if m != "boundary"}
+            if others:
+                best_m = min(others, key=others.get)
+                ratio = medians["boundary"] / others[best_m] if others[best_m] else float("inf")
+                fewest = min(v for m, v in oom_means.items() if m != "boundary")
+                ok = (ratio <= 0.5 and oom_means["boundary"] < fewest
+                      and medians["boundary"] <= medians.get("random", float("inf")))
+                new.append(f"  {land.name:22} boundary / best baseline ({best_m}) = {ratio:.2f}; OOMs "
+                           f"{oom_means['boundary']:.1f} vs fewest of the others {fewest:.1f}"
+                           + (f"; vs random {medians['boundary'] / medians['random']:.2f}"
+                              if "random" in medians and medians["random"] else "")
+                           + ("  goal met" if ok else "  RESISTS"))
         if "verlsweep" in medians:
-            others = {m: v for m, v in medians.items() if m != "verlsweep"}
+            others = {m: v for m, v in medians.items() if m not in ("verlsweep", "boundary")}
             if others:
                 best_m = min(others, key=others.get)
                 ratio = medians["verlsweep"] / others[best_m] if others[best_m] else float("inf")
@@ -459,6 +534,10 @@ def main() -> None:
     if verdicts:
         print("\nmedian device-hours, verlsweep over the best baseline (<= 0.5 is the goal):")
         print("\n".join(verdicts))
+    if new:
+        print("\nboundary (verlsweep.infer) over the best other method, today's verlsweep included (goal: <= 0.5, "
+              "fewer launched OOMs than any, never worse than random):")
+        print("\n".join(new))
     print(f"\n({time.perf_counter() - tic:.0f} s)")
 
 

@@ -17,6 +17,7 @@ ALLOWED = {
     "study_link": {"common"},
     "reconcile": {"common", "trial", "tracking", "study_link"},
     "report": {"common", "tracking", "study_link", "reconcile"},
+    "infer": {"common"},
 }
 
 

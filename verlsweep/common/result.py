@@ -22,6 +22,10 @@ OUTCOMES: tuple[str, ...] = (
     "unschedulable",
 )
 CONSTRAINT_OUTCOMES: frozenset[str] = frozenset({"oom", "infeasible", "unschedulable"})
+# vllm_start: vLLM's start-up free-memory check; kv_cache: vLLM's KV cache cannot hold one max-length
+# request; rollout_wake: re-mapping the KV cache for a rollout next to what the trainer keeps on the
+# device; training: the trainer's own allocation (model load, log-prob, actor update)
+FAILURE_PHASES: tuple[str, ...] = ("vllm_start", "kv_cache", "rollout_wake", "training")
 
 
 @dataclass
@@ -40,10 +44,15 @@ class TrialResult:
     peak_device_hbm_gb: float | None = None  # max HBM in use on any of its devices, from npu-smi / NVML
     predicted_peak_gb: float | None = None  # the planner's PEAK_MEMORY_METRIC for a trial that never ran
     predicted: dict[str, float] = field(default_factory=dict)  # the planner's numbers before launch (plan/...)
+    # where an `oom` happened, when the log tells (FAILURE_PHASES); None: not known. What one OOM proves
+    # about its neighbours depends on it (verlsweep.infer.rules)
+    failure_phase: str | None = None
 
     def __post_init__(self) -> None:
         if self.outcome not in OUTCOMES:
             raise ValueError(f"outcome {self.outcome!r} is not one of {', '.join(OUTCOMES)}")
+        if self.failure_phase is not None and self.failure_phase not in FAILURE_PHASES:
+            raise ValueError(f"failure_phase {self.failure_phase!r} is not one of {', '.join(FAILURE_PHASES)}")
 
     @property
     def ok(self) -> bool:

@@ -1,0 +1,80 @@
+"""verlsweep.infer.sampler.BoundarySampler driven by a real in-memory Optuna study."""
+from __future__ import annotations
+
+import optuna
+import pytest
+
+from verlsweep.infer.rules import OFFLOADS, TP, UTIL, Observed, decide
+from verlsweep.infer.sampler import PHASE_ATTR, BoundarySampler, observed
+
+DISTS = {UTIL: optuna.distributions.FloatDistribution(0.3, 0.95, step=0.05),
+         TP: optuna.distributions.CategoricalDistribution((1, 2, 4, 8)),
+         **{n: optuna.distributions.CategoricalDistribution((True, False)) for n in OFFLOADS}}
+RECIPE = {UTIL: 0.6, TP: 2, OFFLOADS[0]: True, OFFLOADS[1]: True, OFFLOADS[2]: True}
+
+
+def truth(p: dict) -> tuple[float | None, str | None]:
+    """OOM at vLLM start above util 0.8 at TP 2 with every offload; the actor's params OOM in training."""
+    if not p[OFFLOADS[0]]:
+        return None, "training"
+    if p[UTIL] > 0.8 - 0.1 * (not p[OFFLOADS[1]]):
+        return None, "vllm_start"
+    return 100 * p[UTIL] * {1: 0.5, 2: 1.0, 4: 0.9, 8: 0.7}[p[TP]], None
+
+
+def run(study: optuna.Study, n: int) -> list[dict]:
+    asked = []
+    for _ in range(n):
+        trial = study.ask(fixed_distributions=DISTS)
+        p = {k: (round(v, 2) if k == UTIL else v) for k, v in trial.params.items()}
+        asked.append(p)
+        tok, phase = truth(p)
+        if tok is None:
+            trial.set_user_attr("outcome", "oom")
+            trial.set_user_attr(PHASE_ATTR, phase)
+            study.tell(trial, 0.0)
+        else:
+            trial.set_user_attr("outcome", "completed")
+            study.tell(trial, tok)
+    return asked
+
+
+def test_never_proposes_a_config_proven_to_fail_nor_one_already_tried():
+    study = optuna.create_study(direction="maximize", sampler=BoundarySampler(seed=0))
+    study.enqueue_trial(RECIPE)
+    asked = run(study, 25)
+    seen = []
+    for number, p in enumerate(asked):
+        obs = [o for t in study.trials[:number] if (o := observed(t)) is not None]
+        assert decide(obs, p).verdict != "fail", (number, p)
+        assert p not in seen
+        seen.append(p)
+
+
+def test_bisects_the_util_band_above_the_recipe_and_finds_the_best():
+    study = optuna.create_study(direction="maximize", sampler=BoundarySampler(seed=0))
+    study.enqueue_trial(RECIPE)
+    asked = run(study, 12)
+    assert asked[1][TP] == 2 and asked[1][UTIL] > 0.6           # up the band of the recipe's combination
+    assert study.best_value == pytest.approx(80.0)               # util 0.8, TP 2, the edge
+
+
+def test_an_enqueued_config_runs_as_given_even_if_proven_to_fail():
+    study = optuna.create_study(direction="maximize", sampler=BoundarySampler(seed=0))
+    study.enqueue_trial({**RECIPE, UTIL: 0.9})
+    study.enqueue_trial({**RECIPE, UTIL: 0.95})
+    asked = run(study, 2)
+    assert asked[1][UTIL] == 0.95
+
+
+def test_params_it_does_not_know_go_to_the_inner_sampler():
+    study = optuna.create_study(sampler=BoundarySampler(seed=0))
+    study.optimize(lambda t: t.suggest_float("x", -1, 1) ** 2, n_trials=5)
+    assert len({t.params["x"] for t in study.trials}) == 5
+
+
+def test_the_observed_trial_reads_a_pruned_trial_as_a_fit():
+    study = optuna.create_study(direction="maximize", sampler=BoundarySampler(seed=0))
+    trial = study.ask(fixed_distributions=DISTS)
+    study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+    assert observed(study.trials[0]) == Observed(0, study.trials[0].params, "completed", None)

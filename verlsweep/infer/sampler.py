@@ -1,0 +1,143 @@
+"""An Optuna sampler that searches the rollout-memory space by what finished trials prove.
+
+Per TP/offload combination (a "combo") it knows the band of utils not proven to fail (rules.infer).
+Each ask: if a combo measured within `margin` of the best has untried utils above its highest fit,
+bisect them (throughput nondecreasing in util is a prior: rules.PRIORS); otherwise open the untried
+combo ranked first by `prior` (e.g. the planner's predicted tok/s) where it has one, else by what its
+measured neighbours (one knob apart) reached, fewest offloads first, at the util nearest the best
+measured one. It never proposes a config proven to fail or already tried; params it does not know,
+and spaces without the five knobs, go to `inner` (TPE by default). Follows the shape of Optuna's own
+samplers (optuna/samplers/_base.py BaseSampler: relative space + independent fallback).
+"""
+from __future__ import annotations
+
+import itertools
+from typing import Any, Callable, Mapping, Sequence
+
+import optuna
+from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
+from optuna.trial import FrozenTrial, TrialState
+
+from verlsweep.infer.rules import KNOBS, OFFLOADS, TP, UTIL, Observed, infer
+
+PHASE_ATTR = "failure_phase"      # trial user attr: TrialResult.failure_phase of an `oom`
+OUTCOME_ATTR = "outcome"          # trial user attr: TrialResult.outcome
+
+
+def _values(dist: BaseDistribution) -> list[Any] | None:
+    if isinstance(dist, CategoricalDistribution):
+        return list(dist.choices)
+    if isinstance(dist, IntDistribution) and not dist.log:
+        return list(range(dist.low, dist.high + 1, dist.step))
+    if isinstance(dist, FloatDistribution) and dist.step is not None:
+        n = int(round((dist.high - dist.low) / dist.step))
+        return [round(dist.low + i * dist.step, 10) for i in range(n + 1)]
+    return None
+
+
+def _key(p: Mapping[str, Any]) -> tuple:
+    return (round(float(p[UTIL]), 6), int(p[TP]), *(bool(p[n]) for n in OFFLOADS))
+
+
+def observed(trial: FrozenTrial) -> Observed | None:
+    """A finished trial as the rules read it (None: nothing to learn from it)."""
+    if not all(k in trial.params for k in KNOBS):
+        return None
+    outcome = trial.user_attrs.get(OUTCOME_ATTR)
+    if trial.state == TrialState.PRUNED:
+        outcome = "completed"            # it ran steps: it fit
+    elif trial.state == TrialState.COMPLETE and outcome is None:
+        violated = any(v > 0 for v in (trial.system_attrs.get("constraints") or ()))
+        outcome = "oom" if violated else "completed"
+    if outcome is None:
+        return None
+    return Observed(trial.number, trial.params, outcome, trial.user_attrs.get(PHASE_ATTR))
+
+
+class BoundarySampler(optuna.samplers.BaseSampler):
+    def __init__(self, inner: optuna.samplers.BaseSampler | None = None, *, seed: int | None = None,
+                 prior: Callable[[Mapping[str, Any]], float | None] | None = None, margin: float = 0.1) -> None:
+        self._inner = inner or optuna.samplers.TPESampler(seed=seed)
+        self._prior = prior
+        self._margin = margin
+
+    def reseed_rng(self) -> None:
+        self._inner.reseed_rng()
+
+    def infer_relative_search_space(self, study: optuna.Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
+        space = optuna.search_space.intersection_search_space(study.get_trials(deepcopy=False))
+        if all(k in space and _values(space[k]) for k in KNOBS):
+            return {k: space[k] for k in KNOBS}
+        return {}
+
+    def sample_relative(self, study: optuna.Study, trial: FrozenTrial,
+                        search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
+        if not search_space:
+            return {}
+        trials = study.get_trials(deepcopy=False)
+        configs = [dict(zip(KNOBS, combo)) for combo in itertools.product(*(_values(search_space[k]) for k in KNOBS))]
+        obs = [o for t in trials if t.state.is_finished() and (o := observed(t)) is not None]
+        tried = {_key(t.params) for t in trials if all(k in t.params for k in KNOBS) and t.number != trial.number}
+        verdicts = infer(obs, configs)
+        open_ = [c for c, v in zip(configs, verdicts) if v.verdict != "fail" and _key(c) not in tried]
+        if not open_:
+            return {}
+        pick = self._choose(open_, obs, trials, study.direction == optuna.study.StudyDirection.MAXIMIZE)
+        return pick
+
+    def _choose(self, open_: Sequence[dict], obs: Sequence[Observed], trials: Sequence[FrozenTrial],
+                maximize: bool) -> dict:
+        value = {}
+        sign = 1.0 if maximize else -1.0
+        fits = {o.number for o in obs if o.outcome == "completed"}
+        for t in trials:
+            if t.number in fits and t.values and not t.user_attrs.get("verlsweep.placeholder"):
+                k = _key(t.params)
+                value[k] = max(value.get(k, -float("inf")), sign * t.values[0])
+        combo_best: dict[tuple, tuple[float, float]] = {}        # combo -> (best value, util of highest fit)
+        for k, v in value.items():
+            best, hi = combo_best.get(k[1:], (-float("inf"), 0.0))
+            combo_best[k[1:]] = (max(best, v), max(hi, k[0]))
+        by_combo: dict[tuple, list[dict]] = {}
+        for c in open_:
+            by_combo.setdefault(_key(c)[1:], []).append(c)
+        best = max((b for b, _ in combo_best.values()), default=None)
+        # 1. bisect the band above the highest fit of the combos near the best
+        for combo, (b, hi) in sorted(combo_best.items(), key=lambda kv: -kv[1][0]):
+            if best is not None and b < best - self._margin * abs(best):
+                break
+            above = sorted((c for c in by_combo.get(combo, ()) if float(c[UTIL]) > hi), key=lambda c: float(c[UTIL]))
+            if above:
+                return above[(len(above) - 1) // 2]
+        # 2. open an untried combo
+        best_util = max(value, key=value.get)[0] if value else None
+        fresh = [combo for combo in by_combo if combo not in combo_best]
+        if not fresh:
+            fresh = list(by_combo)
+
+        def score(combo: tuple) -> tuple:
+            prior = None
+            if self._prior is not None:
+                ps = [p for c in by_combo[combo] if (p := self._prior(c)) is not None]
+                prior = max(ps) if ps else None
+            near = [b for other, (b, _) in combo_best.items() if sum(x != y for x, y in zip(combo, other)) == 1]
+            neighbours = sum(near) / len(near) if near else float("inf")
+            return (prior if prior is not None else -float("inf"), neighbours, -sum(combo[1:]), combo[0])
+
+        combo = max(fresh, key=score)
+        if any(_key(o.params)[1:] == combo for o in obs):
+            best_util = None     # only failures so far: the middle of what is left of its band
+        target = best_util if best_util is not None else sorted(float(c[UTIL]) for c in by_combo[combo])[
+            len(by_combo[combo]) // 2]
+        return min(by_combo[combo], key=lambda c: (abs(float(c[UTIL]) - target), -float(c[UTIL])))
+
+    def sample_independent(self, study: optuna.Study, trial: FrozenTrial, param_name: str,
+                           param_distribution: BaseDistribution) -> Any:
+        return self._inner.sample_independent(study, trial, param_name, param_distribution)
+
+    def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        self._inner.before_trial(study, trial)
+
+    def after_trial(self, study: optuna.Study, trial: FrozenTrial, state: TrialState,
+                    values: Sequence[float] | None) -> None:
+        self._inner.after_trial(study, trial, state, values)
