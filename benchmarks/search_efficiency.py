@@ -27,12 +27,13 @@ Landscapes (the truth, unknown to every method):
 
 Methods:
   verlsweep      our sweeper's defaults: recipe first, then the planner guide's picks (the configs
-                 best under draws of the planner's error, hydra.sweeper.guide), multivariate TPE
-                 (hydra/sweeper/sampler/tpe), OOM and planner-infeasible told as constraint violations
-                 (_results.tell), the planner's veto (no device time), reuse of measured configs
-                 (_reuse), the median pruner (its defaults)
-  boundary       verlsweep.infer.BoundarySampler (what each OOM/fit proves, told with its phase; bisects
-                 the util band; TPE for other params) with the guide's picks enqueued, reuse and the veto
+                 best under draws of the planner's error, hydra.sweeper.guide), the boundary sampler
+                 (hydra/sweeper/sampler/boundary, verlsweep.infer: what each OOM/fit proves, told with
+                 its phase; bisects the util band; the planner's tok/s ranks the combinations it opens),
+                 OOM and planner-infeasible told as constraint violations (_results.tell), the planner's
+                 veto and the proof veto (no device time), reuse of measured configs (_reuse), the
+                 median pruner (its defaults)
+  tpe+guide      the same with multivariate TPE (hydra/sweeper/sampler=tpe, the previous default)
   grid           the recipe, then Hydra's BasicSweeper order (cartesian product, first param outermost)
   random         RandomSampler
   tpe oom=0      Optuna's default TPESampler, an OOM told as throughput 0
@@ -41,7 +42,7 @@ Methods:
 Baselines have no planner, no reuse and no pruner: what a plain Optuna/Hydra sweep does.
 
     python benchmarks/search_efficiency.py [--seeds 10] [--budget 60] [--workers 2]
-        [--top-k 3] [--draws 32] [--methods verlsweep random ...] [--landscapes "TP plateaus" ...]
+        [--top-k 3] [--draws 32] [--methods verlsweep tpe+guide random ...] [--landscapes "TP plateaus" ...]
 
 Measured throughput is noise-free (the same for every method). Columns: median and p90 device-hours
 to the target over the seeds (a seed that never gets there counts as the budget, shown `>`), and the
@@ -69,10 +70,13 @@ from hydra.core.override_parser.overrides_parser import OverridesParser  # noqa:
 from omegaconf import OmegaConf  # noqa: E402
 
 from hydra_plugins.verlsweep_sweeper import _guide, _results, _reuse, _space, _study  # noqa: E402
-from hydra_plugins.verlsweep_sweeper.config import GuideConfig, MedianPrunerConfig, TPESamplerConfig  # noqa: E402
+from hydra_plugins.verlsweep_sweeper.config import (BoundarySamplerConfig, GuideConfig, MedianPrunerConfig,  # noqa: E402
+                                                    TPESamplerConfig)
 from verlsweep.common.result import TrialResult  # noqa: E402
-from verlsweep.infer.sampler import PHASE_ATTR, BoundarySampler  # noqa: E402
+from verlsweep.common.names import RULED_OUT_ATTR  # noqa: E402
+from verlsweep.infer.evidence import proof_of_failure  # noqa: E402
 from verlsweep.plan.calibration import THROUGHPUT_CONSTANTS  # noqa: E402
+from verlsweep.plan.memory import FAILURE_PHASE  # noqa: E402
 from verlsweep.study_link import pruner_from_spec  # noqa: E402
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
@@ -214,8 +218,6 @@ PLANNER_BASES = {
 }
 # the planner's checks (verlsweep.plan.memory.ORDER) -> the phase an OOM there shows; host memory has
 # none (more offloads use more host RAM: the rules say nothing about it)
-CHECK_PHASES = {"vllm_start": "vllm_start", "kv_cache": "kv_cache", "rollout": "rollout_wake",
-                **{n: "training" for n in ("log_prob", "ref", "values", "critic_update", "actor_update")}}
 
 
 def space() -> _space.SearchSpace:
@@ -254,7 +256,7 @@ def _true_verdict(inp, cal, mem_factor: float) -> Truth:
             continue
         exact = check.parts.get("vLLM reservation", 0.0)       # what vLLM asked for: no model error
         if exact + (check.need - exact) * mem_factor > check.limit:
-            return Truth(None, CHECK_PHASES.get(name), v.step_s)
+            return Truth(None, FAILURE_PHASE.get(name), v.step_s)
     return Truth(v.tok_s, None, v.step_s)
 
 
@@ -300,7 +302,7 @@ def _dh(seconds: float) -> float:
 
 
 def _drive(study: optuna.Study, land: Landscape, sp: _space.SearchSpace, target: float, budget: float, *,
-           told: str, guided: bool = False, reuse: bool = False, prune: bool = False) -> Run:
+           told: str, guided: bool = False, reuse: bool = False, prune: bool = False, infer: bool = False) -> Run:
     """Ask -> (reuse | veto | measure with the cost model) -> tell, until the budget is spent."""
     spent, launched, reused, vetoed, ooms = 0.0, 0, 0, 0, 0
     for _ in range(MAX_ASKS):
@@ -318,13 +320,18 @@ def _drive(study: optuna.Study, land: Landscape, sp: _space.SearchSpace, target:
             _results.tell(study, trial, None, ["objective"], result=TrialResult("infeasible"))
             vetoed += 1
             continue
+        if infer and proof_of_failure(study.get_trials(deepcopy=False), trial.params) is not None:
+            # the sweeper's proof veto (hydra.sweeper.infer): told infeasible, nothing launched
+            trial.set_user_attr(RULED_OUT_ATTR, 0)
+            _results.tell(study, trial, None, ["objective"], result=TrialResult("infeasible"))
+            vetoed += 1
+            continue
         truth = land.truth[key(params)]
         launched += 1
         if truth.tok_s is None:
             ooms += 1
             spent += _dh(STARTUP_S + (0 if truth.oom_at_start else truth.step_s))
             if told == "constraint":
-                trial.set_user_attr(PHASE_ATTR, truth.phase)
                 _results.tell(study, trial, None, ["objective"], result=TrialResult("oom", failure_phase=truth.phase))
             elif told == "zero":
                 study.tell(trial, 0.0)
@@ -364,31 +371,21 @@ def _new_study(sampler: optuna.samplers.BaseSampler, pruner: optuna.pruners.Base
 def run_method(method: str, land: Landscape, seed: int, budget: float, top_k: int, draws: int) -> Run:
     sp = space()
     target = 0.97 * land.best
-    if method == "verlsweep":
-        sampler = _study.build_sampler(OmegaConf.structured(TPESamplerConfig(seed=seed)), sp)
+    if method in ("verlsweep", "tpe+guide"):
+        predictions = _guide.predict(land.guide, draws, GuideConfig().error, seed) if land.planner is not None else []
+        if method == "verlsweep":
+            # hydra/sweeper/sampler/boundary as _study.build_sampler makes it, the guide's prior as _impl sets it
+            sampler = _study.build_sampler(OmegaConf.structured(BoundarySamplerConfig(seed=seed)), sp)
+            if predictions:
+                sampler.prior = _guide.prior(predictions, sp)
+        else:
+            sampler = _study.build_sampler(OmegaConf.structured(TPESamplerConfig(seed=seed)), sp)
         spec = OmegaConf.to_container(OmegaConf.structured(MedianPrunerConfig))
         study = _new_study(sampler, pruner_from_spec(spec))
-        if land.planner is not None:
-            # what the sweeper's _guide.entries does before its first launch, seeded as the sampler is
-            # (the planner's inputs of the 448 configs are built once per landscape)
-            predictions = _guide.predict(land.guide, draws, GuideConfig().error, seed)
-            for params in _guide.rank(predictions, sp, top_k):
-                study.enqueue_trial(params, skip_if_exists=True)
-        return _drive(study, land, sp, target, budget, told="constraint", guided=True, reuse=True, prune=True)
-    if method == "boundary":
-        # the new sampler in the sweeper's place: recipe first, the planner's predicted tok/s as its
-        # combo prior (where it models the config), OOM phases read by verlsweep.infer.rules, reuse, veto
-        prior = None
-        if land.planner is not None:
-            def prior(c: dict) -> float | None:
-                pr = land.planner.get(key({k: sp.value(k, v) for k, v in c.items()}))
-                return pr.tok_s if pr is not None and pr.feasible else None
-        inner = _study.build_sampler(OmegaConf.structured(TPESamplerConfig(seed=seed)), sp)
-        study = _new_study(BoundarySampler(inner, prior=prior))
-        if land.planner is not None:       # the guide's picks, enqueued as the sweeper does
-            for params in _guide.rank(_guide.predict(land.guide, draws, GuideConfig().error, seed), sp, top_k):
-                study.enqueue_trial(params, skip_if_exists=True)
-        return _drive(study, land, sp, target, budget, told="constraint", guided=True, reuse=True)
+        for params in _guide.rank(predictions, sp, top_k):       # what _guide.entries enqueues
+            study.enqueue_trial(params, skip_if_exists=True)
+        return _drive(study, land, sp, target, budget, told="constraint", guided=True, reuse=True, prune=True,
+                      infer=True)
     if method == "grid":
         return _grid(land, sp, target, budget)
     if method == "random":
@@ -424,7 +421,7 @@ def _grid(land: Landscape, sp: _space.SearchSpace, target: float, budget: float)
 
 # --- the race ----------------------------------------------------------------------------------------
 
-METHODS = ("verlsweep", "boundary", "grid", "random", "tpe oom=0", "tpe oom=FAIL", "gp")
+METHODS = ("verlsweep", "tpe+guide", "grid", "random", "tpe oom=0", "tpe oom=FAIL", "gp")
 
 
 def _job(args: tuple) -> tuple[str, str, int, Run]:
@@ -486,7 +483,7 @@ def main() -> None:
             f"{'reached':>7} {'launched':>8} {'OOMs':>5} {'reused':>6} {'vetoed':>6}")
     print(head)
     print("-" * len(head))
-    verdicts, new = [], []
+    verdicts = []
     for land in lands:
         values = list(land.truth.values())
         oom = sum(t.tok_s is None for t in values) / len(values)
@@ -510,34 +507,23 @@ def main() -> None:
                   f"{statistics.mean(r.vetoed for r in rs):6.1f}")
         if land.note:
             print(f"{'':22} {'':>4} {'':>4} | hidden errors: {land.note}")
-        if "boundary" in medians:
-            others = {m: v for m, v in medians.items() if m != "boundary"}
-            if others:
-                best_m = min(others, key=others.get)
-                ratio = medians["boundary"] / others[best_m] if others[best_m] else float("inf")
-                fewest = min(v for m, v in oom_means.items() if m != "boundary")
-                ok = (ratio <= 0.5 and oom_means["boundary"] < fewest
-                      and medians["boundary"] <= medians.get("random", float("inf")))
-                new.append(f"  {land.name:22} boundary / best baseline ({best_m}) = {ratio:.2f}; OOMs "
-                           f"{oom_means['boundary']:.1f} vs fewest of the others {fewest:.1f}"
-                           + (f"; vs random {medians['boundary'] / medians['random']:.2f}"
-                              if "random" in medians and medians["random"] else "")
-                           + ("  goal met" if ok else "  RESISTS"))
         if "verlsweep" in medians:
-            others = {m: v for m, v in medians.items() if m not in ("verlsweep", "boundary")}
+            others = {m: v for m, v in medians.items() if m != "verlsweep"}
             if others:
                 best_m = min(others, key=others.get)
                 ratio = medians["verlsweep"] / others[best_m] if others[best_m] else float("inf")
-                verdicts.append(f"  {land.name:22} verlsweep / best baseline ({best_m}) = {ratio:.2f}"
+                fewest = min(v for m, v in oom_means.items() if m != "verlsweep")
+                ok = (ratio <= 0.5 and oom_means["verlsweep"] < fewest
+                      and medians["verlsweep"] <= medians.get("random", float("inf")))
+                verdicts.append(f"  {land.name:22} verlsweep / best other ({best_m}) = {ratio:.2f}; OOMs "
+                                f"{oom_means['verlsweep']:.1f} vs fewest of the others {fewest:.1f}"
                                 + (f"; vs random {medians['verlsweep'] / medians['random']:.2f}"
-                                   if "random" in medians and medians["random"] else ""))
+                                   if "random" in medians and medians["random"] else "")
+                                + ("  goal met" if ok else "  RESISTS"))
     if verdicts:
-        print("\nmedian device-hours, verlsweep over the best baseline (<= 0.5 is the goal):")
+        print("\nmedian device-hours, verlsweep over the best other method, the previous default (tpe+guide) "
+              "included (goal: <= 0.5, fewer launched OOMs than any, never worse than random):")
         print("\n".join(verdicts))
-    if new:
-        print("\nboundary (verlsweep.infer) over the best other method, today's verlsweep included (goal: <= 0.5, "
-              "fewer launched OOMs than any, never worse than random):")
-        print("\n".join(new))
     print(f"\n({time.perf_counter() - tic:.0f} s)")
 
 

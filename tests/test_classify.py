@@ -110,6 +110,40 @@ def test_in_one_traceback_the_innermost_exception_is_the_cause_not_the_ray_wrapp
     assert verdict.excerpt.startswith("torch.OutOfMemoryError: NPU out of memory")
 
 
+def _oom_in(method: str) -> list[str]:
+    """A worker OOM as Ray relays it from verl 0.9.1's engine worker: prefixed frames, the method innermost."""
+    return ["(TaskRunnerV1 pid=7) Traceback (most recent call last):",
+            '(TaskRunnerV1 pid=7)   File "verl/trainer/ppo/v1/trainer_base.py", line 900, in fit',
+            "(TaskRunnerV1 pid=7) ray.exceptions.RayTaskError(OutOfMemoryError): ray::WorkerDict.actor_rollout_"
+            f"{method}() (pid=8, ip=10.0.0.2)",
+            '(TaskRunnerV1 pid=7)   File "verl/single_controller/ray/base.py", line 80, in func',
+            f'(TaskRunnerV1 pid=7)   File "verl/workers/engine_workers.py", line 713, in {method}',
+            "(TaskRunnerV1 pid=7) torch.OutOfMemoryError: NPU out of memory. Tried to allocate 674.00 MiB"]
+
+
+@pytest.mark.parametrize("lines,phase", [
+    (_oom_in("update_actor"), "training"),
+    (_oom_in("compute_ref_log_prob"), "training"),
+    (_oom_in("update_weights"), "rollout_wake"),
+    (_oom_in("init_model"), None),               # model load: no rule reads it
+    (["(vLLMHttpServer pid=77) ValueError: Free memory on device (36.08/60.96 GiB) on startup is less than desired "
+      "GPU memory utilization (0.6, 36.58 GiB)."], "vllm_start"),
+    (["ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization`."], "kv_cache"),
+    (["torch.OutOfMemoryError: NPU out of memory. Tried to allocate 674.00 MiB"], None),   # no traceback: unknown
+], ids=["update_actor", "ref_log_prob", "update_weights", "init_model", "vllm_start", "kv_cache", "bare"])
+def test_an_oom_names_its_phase_from_vllms_check_or_the_verl_worker_method_it_struck_in(lines, phase):
+    verdict = classify(1, scan(*lines), steps=1)
+    assert (verdict.outcome, verdict.phase) == ("oom", phase)
+
+
+def test_a_failure_that_is_not_an_oom_has_no_phase():
+    lines = [line.replace("RayTaskError(OutOfMemoryError)", "RayTaskError(RuntimeError)") for line in _oom_in(
+        "update_actor")[:-1]]
+    verdict = classify(1, scan(*lines, "RuntimeError: EI0002: The wait execution of the Notify register times out."),
+                       steps=1)
+    assert (verdict.outcome, verdict.phase) == ("hccl_timeout", None)
+
+
 def test_an_hccl_timeout_after_an_allocation_warning_is_an_hccl_timeout():
     verdict = classify(1, scan(
         "(WorkerDict pid=7) WARNING: Failed to allocate pinned buffer, retrying",

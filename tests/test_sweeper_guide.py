@@ -115,3 +115,17 @@ def test_a_group_option_given_on_the_command_line_needs_no_compose_and_every_con
     assert len(_guide.predict_all(cfg, sp, _guide.candidates(sp))) == 14 * 4 * 2 * 2
     assert (0.4, 1) in {(e[UTIL], e[TP]) for e in _guide.entries(cfg, sp, top_k=3, draws=32)}
     assert _guide.needs_compose(cfg, _space_of([*SPACE, "hardware=a2_64g"]))     # another option: compose
+
+
+def test_the_guides_prior_gives_the_boundary_sampler_the_planners_tok_s_of_feasible_configs_only():
+    cfg = compose_config(["hardware=a2_64g", "model=qwen3_8b", "algorithm=remax"])
+    sp = _space_of(SPACE)
+    entries, predictions = _guide.guide(cfg, sp, top_k=3, draws=0)
+    prior = _guide.prior(predictions, sp)
+    fits = next(p for p in predictions if p.feasible)
+    fails = next(p for p in predictions if not p.feasible)
+    # the sampler asks with raw Optuna floats (0.30 + 7 x 0.05 is not 0.65 exactly)
+    raw = {**fits.params, UTIL: fits.params[UTIL] + 1e-12}
+    assert prior(raw) == fits.tok_s
+    assert prior(fails.params) is None
+    assert entries == _guide.entries(cfg, sp, top_k=3, draws=0)

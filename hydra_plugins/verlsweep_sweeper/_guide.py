@@ -30,7 +30,7 @@ import logging
 import random
 from collections import Counter
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import yaml
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
@@ -219,10 +219,17 @@ def entries(config: DictConfig, space: SearchSpace, top_k: int, seed: int = 0,
             error: float | None = None) -> list[dict[str, Any]]:
     """The configs the guide enqueues, best first ([] when the planner has no opinion). `draws` and
     `error` default to the sweep's hydra.sweeper.guide settings, else GuideConfig's."""
+    return guide(config, space, top_k, seed, compose, draws, error)[0]
+
+
+def guide(config: DictConfig, space: SearchSpace, top_k: int, seed: int = 0,
+          compose: Callable[[list[str]], DictConfig] | None = None, draws: int | None = None,
+          error: float | None = None) -> tuple[list[dict[str, Any]], list[Prediction]]:
+    """`entries`, and the planner's prediction of every candidate it ranked (a sampler's prior)."""
     from hydra_plugins.verlsweep_sweeper.config import GuideConfig
 
     if top_k <= 0:
-        return []
+        return [], []
     settings = OmegaConf.select(config, "hydra.sweeper.guide", default=None) or {}
     draws = int(settings.get("draws", GuideConfig.draws) if draws is None else draws)
     error = float(settings.get("error", GuideConfig.error) if error is None else error)
@@ -235,4 +242,19 @@ def entries(config: DictConfig, space: SearchSpace, top_k: int, seed: int = 0,
     if predictions:
         log.info("planner guide: %d of %d candidate configs predicted to fit; enqueued %d (best under %d "
                  "draws of the planner's error)", feasible, len(predictions), len(picked), draws)
-    return picked
+    return picked, predictions
+
+
+def _norm(params: Mapping[str, Any]) -> tuple:
+    """One config, however its floats were computed (0.7 and 0.7000000000000001 are one util)."""
+    return tuple(sorted((k, round(v, 9) if isinstance(v, float) else v) for k, v in params.items()))
+
+
+def prior(predictions: Sequence[Prediction], space: SearchSpace) -> Callable[[Mapping[str, Any]], float | None]:
+    """The planner's predicted tokens/s of a config it predicts to fit (None: infeasible or not ranked),
+    for a sampler that ranks untried configs by it (verlsweep.infer.sampler.BoundarySampler)."""
+    table = {_norm(p.params): p.tok_s for p in predictions if p.feasible}
+
+    def predicted(params: Mapping[str, Any]) -> float | None:
+        return table.get(_norm({k: space.value(k, v) for k, v in params.items()}))
+    return predicted

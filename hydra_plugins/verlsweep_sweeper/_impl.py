@@ -30,8 +30,11 @@ from hydra_plugins.verlsweep_sweeper._space import SearchSpaceError
 from verlsweep.common.errors import ConfigError, Problem, full_traceback_wanted
 from verlsweep.command.overrides import format_value
 from verlsweep.common.labels import path_safe, trial_label
-from verlsweep.common.names import N_TRIALS_ATTR, OBJECTIVES_ATTR, TRACKING_ATTR
+from verlsweep.common.names import N_TRIALS_ATTR, OBJECTIVES_ATTR, RULED_OUT_ATTR, RULED_OUT_RULE_ATTR, TRACKING_ATTR
 from verlsweep.common.result import TrialResult
+from verlsweep.infer.evidence import proof_of_failure
+from verlsweep.infer.rules import Decided
+from verlsweep.infer.sampler import BoundarySampler
 from verlsweep.study_link import absolute_storage_url
 
 log = logging.getLogger(__name__)
@@ -57,7 +60,7 @@ class VerlSweepImpl(Sweeper):
                  timeout: Optional[float], max_consecutive_failures: int, params: Optional[DictConfig],
                  enqueue: Sequence[Any], enqueue_recipe: bool, heartbeat_interval: int,
                  grace_period: Optional[int], long_run: DictConfig, remeasure: bool = False,
-                 guide: Optional[DictConfig] = None) -> None:
+                 guide: Optional[DictConfig] = None, infer: bool = True) -> None:
         self.sampler_cfg = sampler
         self.pruner_cfg = pruner
         self.direction = direction
@@ -76,6 +79,7 @@ class VerlSweepImpl(Sweeper):
         self.grace_period = grace_period
         self.long_run = long_run
         self.remeasure = bool(remeasure)
+        self.infer = bool(infer)
         self.guide_top_k = int((guide or {}).get("top_k", 0) or 0)
         self.hydra_context: Optional[HydraContext] = None
         self.config: Optional[DictConfig] = None
@@ -212,8 +216,11 @@ class VerlSweepImpl(Sweeper):
                                                  seed_offset=existing + (os.getpid() if others else 0))
         entries = _enqueue.entries(self.config, space, self.enqueue, self.enqueue_recipe)
         if not isinstance(sampler, optuna.samplers.GridSampler):   # a grid runs every config anyway
-            entries += _guide.entries(self.config, space, self.guide_top_k, seed=int(self.sampler_cfg.get("seed") or 0),
-                                      compose=self._compose_trial)
+            guided, predictions = _guide.guide(self.config, space, self.guide_top_k,
+                                               seed=int(self.sampler_cfg.get("seed") or 0), compose=self._compose_trial)
+            entries += guided
+            if predictions and isinstance(study.sampler, BoundarySampler):
+                study.sampler.prior = _guide.prior(predictions, space)   # ranks the combinations it opens
         queued = _study.enqueue(study, entries, n_trials)
         log.info("verlsweep: study %s (%s), %s, %s, n_trials=%d (total, %d trial(s) in the study), n_jobs=%d, "
                  "%d config(s) enqueued", name, url or "in memory" + (" - dry run, nothing recorded" if dry_run else ""),
@@ -379,6 +386,10 @@ class VerlSweepImpl(Sweeper):
                 if source is not None:
                     told.append(self._tell_reused(study, trial, source))
                     continue
+                proof = proof_of_failure(study.get_trials(deepcopy=False), trial.params) if self.infer else None
+                if proof is not None:
+                    told.append(self._tell_ruled_out(study, trial, proof))
+                    continue
                 try:
                     self.validate_batch_is_legal([overrides])
                 except Exception as exc:  # noqa: BLE001 - a trial that cannot compose is this trial's outcome
@@ -407,23 +418,35 @@ class VerlSweepImpl(Sweeper):
         return told
 
     def _tell(self, study: optuna.Study, trial: optuna.Trial, ret: Any,
-              result: TrialResult | None = None) -> _results.Told:
+              result: TrialResult | None = None, note: str = "") -> _results.Told:
         with _study.quiet_optuna():
             told = _results.tell(study, trial, ret, self.objectives, result=result)
+        self._shown(trial, told, note)
+        return told
+
+    def _shown(self, trial: optuna.Trial, told: _results.Told, note: str = "") -> None:
+        """The trial's line on the terminal, the same for launched, reused and ruled-out trials."""
         params = {k: self._space.value(k, v) for k, v in trial.params.items()}
         if self._progress is not None:
             self._progress.trial(trial.number, told.outcome, told.values, params,
-                                 trial.user_attrs.get("duration_s"), told.excerpt)
-        log.debug("verlsweep: trial %d %s %s %s", trial.number, told.outcome, told.values, params)
-        return told
+                                 trial.user_attrs.get("duration_s"), told.excerpt, note)
+        log.debug("verlsweep: trial %d %s %s %s %s", trial.number, told.outcome, told.values, params, note)
 
     def _tell_reused(self, study: optuna.Study, trial: optuna.Trial, source: optuna.trial.FrozenTrial) -> _results.Told:
-        """A proposal this study has measured already: its result again, nothing launched."""
+        """A proposal this study has measured already: its result again, nothing launched
+        (hydra.sweeper.remeasure=true measures again)."""
         with _study.quiet_optuna():
             told = _reuse.tell_reused(study, trial, source)
-        log.info("verlsweep: trial %d reuses trial %d's measurement (%s; nothing launched, "
-                 "hydra.sweeper.remeasure=true measures again)", trial.number, source.number, told.outcome)
+        self._shown(trial, told, f"reused t{source.number:02d}")
         return told
+
+    def _tell_ruled_out(self, study: optuna.Study, trial: optuna.Trial, proof: Decided) -> _results.Told:
+        """A proposal a finished trial proves to fail: infeasible, nothing launched, like a planner veto."""
+        trial.set_user_attr(RULED_OUT_ATTR, proof.trial)
+        trial.set_user_attr(RULED_OUT_RULE_ATTR, proof.rule)
+        result = TrialResult("infeasible", excerpt=f"ruled out by trial {proof.trial}: {proof.rule} "
+                                                   "(verlsweep.infer.rules); nothing launched")
+        return self._tell(study, trial, None, result, f"ruled out by t{proof.trial:02d}")
 
     def _stop_message(self, failures: list[_results.Told]) -> str:
         last = failures[-1]

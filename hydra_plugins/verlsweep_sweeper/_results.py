@@ -120,6 +120,8 @@ def _record(trial: optuna.Trial, result: TrialResult, ret: JobReturn | None) -> 
         "run_id": result.run_id,
         "excerpt": (result.excerpt or "")[-_EXCERPT_CHARS:] or None,
         "metrics": {k: float(v) for k, v in (result.metrics or {}).items() if _finite(v)},
+        # where an oom struck: what it proves about untried configs (verlsweep.infer.evidence)
+        "failure_phase": result.failure_phase,
         JOB_DIR_ATTR: _job_dir(ret),
         PREDICTED_ATTR: {k: float(v) for k, v in (result.predicted or {}).items() if _finite(v)},
     }

@@ -92,10 +92,10 @@ def default_study_name(config: DictConfig, space: SearchSpace) -> str:
     return f"{name}.{digest}"
 
 
-def _locate(target: str, package: str) -> type:
+def _locate(target: str, package: str, *more: str) -> type:
     module_name, _, cls_name = target.rpartition(".")
-    if not module_name.startswith(package):
-        raise SearchSpaceError([Problem("_target_", target, f"a class of {package}")])
+    if not module_name.startswith((package, *more)):
+        raise SearchSpaceError([Problem("_target_", target, f"a class of {' or '.join((package, *more))}")])
     return getattr(importlib.import_module(module_name), cls_name)
 
 
@@ -103,9 +103,15 @@ def build_sampler(cfg: DictConfig, space: SearchSpace, seed_offset: int = 0) -> 
     """The configured sampler. `seed_offset` shifts a set seed, so a resumed study or a second sweep
     process does not replay the first one's random draws."""
     spec = OmegaConf.to_container(cfg, resolve=True)
-    cls = _locate(str(spec.pop("_target_")), "optuna.samplers")
+    cls = _locate(str(spec.pop("_target_")), "optuna.samplers", "verlsweep.infer.")
     if spec.get("seed") is not None:
         spec["seed"] = (int(spec["seed"]) + seed_offset) % 2**32
+    if isinstance(spec.get("inner"), dict):         # a sampler that wraps another (BoundarySampler)
+        inner = OmegaConf.create(spec["inner"])
+        own_seed = inner.get("seed") is not None
+        if not own_seed:
+            inner.seed = spec.get("seed")            # offset already
+        spec["inner"] = build_sampler(inner, space, seed_offset if own_seed else 0)
     if cls is optuna.samplers.GridSampler:
         return cls(space.grid(), seed=spec.get("seed"))
     with quiet_optuna():

@@ -74,6 +74,19 @@ class NSGAIISamplerConfig:
 
 
 @dataclass
+class BoundarySamplerConfig:
+    """What finished trials prove (verlsweep.infer): bisects the util band of the best TP/offload
+    combinations and opens new ones, never proposing a config proven to fail; params outside the
+    rollout-memory knobs, and other spaces, go to the inner TPE (benchmarks/search_efficiency.py)."""
+
+    _target_: str = "verlsweep.infer.sampler.BoundarySampler"
+    seed: Optional[int] = None
+    # combinations measured within this fraction of the best get their band above the highest fit bisected
+    margin: float = 0.1
+    inner: TPESamplerConfig = field(default_factory=TPESamplerConfig)
+
+
+@dataclass
 class QMCSamplerConfig:
     """Quasi-Monte-Carlo (low-discrepancy) coverage of the space, no model."""
 
@@ -163,7 +176,7 @@ class VerlSweepSweeperConf:
     _target_: str = "hydra_plugins.verlsweep_sweeper.verlsweep_sweeper.VerlSweepSweeper"
     # the sweeper builds sampler and pruner itself (the grid sampler needs the search space)
     _recursive_: bool = False
-    defaults: List[Any] = field(default_factory=lambda: [{"sampler": "tpe"}, {"pruner": "median"}])
+    defaults: List[Any] = field(default_factory=lambda: [{"sampler": "boundary"}, {"pruner": "median"}])
 
     sampler: Any = MISSING
     pruner: Any = MISSING
@@ -194,13 +207,18 @@ class VerlSweepSweeperConf:
     # false: a proposal equal to a trial this study has measured is told that result again and
     # launches nothing (user attr `reused_from`); true: measure it again
     remeasure: bool = False
+    # true: a proposal that a finished trial proves to fail (verlsweep.infer.rules: an OOM at vLLM start
+    # at a lower util, a training OOM with more offloads, ...) launches nothing and is told infeasible,
+    # user attr `ruled_out_by`; false: launch it anyway
+    infer: bool = True
 
 
 def register() -> None:
     cs = ConfigStore.instance()
     cs.store(group="hydra/sweeper", name="verlsweep", node=VerlSweepSweeperConf, provider="verlsweep")
     for name, node in (("tpe", TPESamplerConfig), ("gp", GPSamplerConfig), ("random", RandomSamplerConfig),
-                       ("grid", GridSamplerConfig), ("nsgaii", NSGAIISamplerConfig), ("qmc", QMCSamplerConfig)):
+                       ("grid", GridSamplerConfig), ("nsgaii", NSGAIISamplerConfig), ("qmc", QMCSamplerConfig),
+                       ("boundary", BoundarySamplerConfig)):
         cs.store(group="hydra/sweeper/sampler", name=name, node=node, provider="verlsweep")
     for name, node in (("median", MedianPrunerConfig), ("percentile", PercentilePrunerConfig),
                        ("hyperband", HyperbandPrunerConfig), ("none", NopPrunerConfig)):

@@ -52,3 +52,5 @@ TRACKING_ATTR = "verlsweep.tracking"           # study user attr: {uri, experime
 OVERRIDES_ATTR = "overrides"                   # trial user attr: the overrides the trial's job ran with
 REUSED_FROM_ATTR = "reused_from"               # trial user attr: the trial whose measurement it repeats
 REUSED_RUN_ATTR = "reused_run_id"              # trial user attr: that trial's MLflow run
+RULED_OUT_ATTR = "ruled_out_by"                # trial user attr: the trial whose outcome proves it fails (never launched)
+RULED_OUT_RULE_ATTR = "ruled_out_rule"         # trial user attr: the verlsweep.infer.rules rule that proves it

@@ -18,10 +18,8 @@ import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import FrozenTrial, TrialState
 
+from verlsweep.infer.evidence import OUTCOME_ATTR, PHASE_ATTR, evidence, observed  # noqa: F401 - re-exported
 from verlsweep.infer.rules import KNOBS, OFFLOADS, TP, UTIL, Observed, infer
-
-PHASE_ATTR = "failure_phase"      # trial user attr: TrialResult.failure_phase of an `oom`
-OUTCOME_ATTR = "outcome"          # trial user attr: TrialResult.outcome
 
 
 def _values(dist: BaseDistribution) -> list[Any] | None:
@@ -39,26 +37,11 @@ def _key(p: Mapping[str, Any]) -> tuple:
     return (round(float(p[UTIL]), 6), int(p[TP]), *(bool(p[n]) for n in OFFLOADS))
 
 
-def observed(trial: FrozenTrial) -> Observed | None:
-    """A finished trial as the rules read it (None: nothing to learn from it)."""
-    if not all(k in trial.params for k in KNOBS):
-        return None
-    outcome = trial.user_attrs.get(OUTCOME_ATTR)
-    if trial.state == TrialState.PRUNED:
-        outcome = "completed"            # it ran steps: it fit
-    elif trial.state == TrialState.COMPLETE and outcome is None:
-        violated = any(v > 0 for v in (trial.system_attrs.get("constraints") or ()))
-        outcome = "oom" if violated else "completed"
-    if outcome is None:
-        return None
-    return Observed(trial.number, trial.params, outcome, trial.user_attrs.get(PHASE_ATTR))
-
-
 class BoundarySampler(optuna.samplers.BaseSampler):
     def __init__(self, inner: optuna.samplers.BaseSampler | None = None, *, seed: int | None = None,
                  prior: Callable[[Mapping[str, Any]], float | None] | None = None, margin: float = 0.1) -> None:
         self._inner = inner or optuna.samplers.TPESampler(seed=seed)
-        self._prior = prior
+        self.prior = prior        # settable after construction: the sweeper's guide plans before the first ask
         self._margin = margin
 
     def reseed_rng(self) -> None:
@@ -68,22 +51,24 @@ class BoundarySampler(optuna.samplers.BaseSampler):
         space = optuna.search_space.intersection_search_space(study.get_trials(deepcopy=False))
         if all(k in space and _values(space[k]) for k in KNOBS):
             return {k: space[k] for k in KNOBS}
-        return {}
+        # not the rollout-memory space: the inner sampler's own relative search (multivariate TPE)
+        return self._inner.infer_relative_search_space(study, trial)
 
     def sample_relative(self, study: optuna.Study, trial: FrozenTrial,
                         search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
         if not search_space:
             return {}
+        if set(search_space) != set(KNOBS) or not all(_values(search_space[k]) for k in KNOBS):
+            return self._inner.sample_relative(study, trial, search_space)
         trials = study.get_trials(deepcopy=False)
         configs = [dict(zip(KNOBS, combo)) for combo in itertools.product(*(_values(search_space[k]) for k in KNOBS))]
-        obs = [o for t in trials if t.state.is_finished() and (o := observed(t)) is not None]
+        obs = evidence(trials)
         tried = {_key(t.params) for t in trials if all(k in t.params for k in KNOBS) and t.number != trial.number}
         verdicts = infer(obs, configs)
         open_ = [c for c, v in zip(configs, verdicts) if v.verdict != "fail" and _key(c) not in tried]
         if not open_:
             return {}
-        pick = self._choose(open_, obs, trials, study.direction == optuna.study.StudyDirection.MAXIMIZE)
-        return pick
+        return self._choose(open_, obs, trials, study.direction == optuna.study.StudyDirection.MAXIMIZE)
 
     def _choose(self, open_: Sequence[dict], obs: Sequence[Observed], trials: Sequence[FrozenTrial],
                 maximize: bool) -> dict:
@@ -117,8 +102,8 @@ class BoundarySampler(optuna.samplers.BaseSampler):
 
         def score(combo: tuple) -> tuple:
             prior = None
-            if self._prior is not None:
-                ps = [p for c in by_combo[combo] if (p := self._prior(c)) is not None]
+            if self.prior is not None:
+                ps = [p for c in by_combo[combo] if (p := self.prior(c)) is not None]
                 prior = max(ps) if ps else None
             near = [b for other, (b, _) in combo_best.items() if sum(x != y for x, y in zip(combo, other)) == 1]
             neighbours = sum(near) / len(near) if near else float("inf")

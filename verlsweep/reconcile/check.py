@@ -27,7 +27,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from verlsweep.reconcile import sessions, trials as stale_trials
 from verlsweep.common.labels import trial_label
-from verlsweep.common.names import OVER_BUDGET_ATTR, OVERRIDES_ATTR, REUSED_FROM_ATTR
+from verlsweep.common.names import OVER_BUDGET_ATTR, OVERRIDES_ATTR, REUSED_FROM_ATTR, RULED_OUT_ATTR, RULED_OUT_RULE_ATTR
 from verlsweep.tracking import study_runs
 from verlsweep.tracking.mlflow_runs import status_for
 
@@ -119,19 +119,27 @@ def _fix_missing(client: Any, exp: str, name: str, t: FrozenTrial, parent: str |
                  said: str) -> Callable[[], Any]:
     def fix() -> None:
         source = t.user_attrs.get(REUSED_FROM_ATTR)
+        proof = t.user_attrs.get(RULED_OUT_ATTR)
         tags, shown = {}, said
         if source is not None:
             shown = f"reused t{int(source):02d}"
             # launched nothing: the run says whose measurement it repeats and carries its numbers
             reason = f"reuses trial {source}'s measurement; nothing launched (hydra.sweeper.remeasure=false)"
             tags = {study_runs.REUSED_FROM_TAG: str(source)}
+        elif proof is not None:
+            shown = f"ruled out by t{int(proof):02d}"
+            reason = (f"ruled out by trial {proof}: {t.user_attrs.get(RULED_OUT_RULE_ATTR)} (verlsweep.infer.rules); "
+                      "nothing launched (hydra.sweeper.infer=false launches it)")
+            tags = {study_runs.RULED_OUT_TAG: str(proof)}
         else:
             reason = str(t.user_attrs.get("excerpt") or "recorded by verlsweep: the trial never created a run")
         params = {k: v for k, v in t.params.items()}
         run_id = study_runs.record_trial(client, exp, name, t.number, parent, said, reason, status, params,
                                          run_name=trial_label(t.number, shown, _label(t)), tags=tags)
         study_runs.log_measurements(client, run_id, {k: t.user_attrs.get(k) for k in _MEASURED}, said)
-        log.info("verlsweep: trial %d recorded as MLflow run %s (%s, %s)", t.number, run_id, said, status)
+        # a reused or ruled-out trial never launches: its run is recorded here by design, not repaired
+        (log.debug if source is not None or proof is not None else log.info)(
+            "verlsweep: trial %d recorded as MLflow run %s (%s, %s)", t.number, run_id, said, status)
     return fix
 
 

@@ -26,6 +26,7 @@ REASON_TAG = "trial.reason"
 RESUMES_TAG = "sweep.resumes"
 SUPERSEDED_TAG = "sweep.superseded_by"
 REUSED_FROM_TAG = "trial.reused_from"
+RULED_OUT_TAG = "trial.ruled_out_by"
 TERMINAL = ("FINISHED", "FAILED", "KILLED")
 
 

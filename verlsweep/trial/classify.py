@@ -49,6 +49,21 @@ _ANY = re.compile("|".join(f"(?:{p.regex.pattern})" for p in PATTERNS))
 _EXCEPTION_LINE = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception|Interrupt)\b(?:\([^)]*\))?:?")
 _TRACEBACK_START = re.compile(r"^Traceback \(most recent call last\):|^\s+File \".*\", line \d+")
 _ACTOR_DIED = re.compile(r"The actor died unexpectedly before finishing this task")
+_FRAME = re.compile(r'^\s+File ".*", line \d+, in (\w+)')
+
+# Where in a step a device OOM struck, from the verl 0.9.1 worker methods on its traceback (the innermost
+# one wins). What the OOM proves about other configs depends on it (verlsweep.infer.rules).
+#   training      verl/workers/engine_workers.py compute_ref_log_prob, compute_log_prob, update_actor;
+#                 TrainingWorker.train_batch / infer_batch (the critic's update and values)
+#   rollout_wake  engine_workers.py update_weights (resumes the rollout's weights, offloads the actor,
+#                 resumes the KV cache); vllm_rollout/vllm_async_server.py wake_up
+OOM_FRAME_PHASES: dict[str, str] = {
+    **{name: "training" for name in ("compute_ref_log_prob", "compute_log_prob", "update_actor", "train_batch",
+                                     "infer_batch")},
+    **{name: "rollout_wake" for name in ("update_weights", "wake_up")},
+}
+# vLLM's own checks name their phase in the text (verlsweep.trial.patterns)
+OOM_LABEL_PHASES: dict[str, str] = {"vllm startup memory": "vllm_start", "vllm kv cache": "kv_cache"}
 EXCERPT_MAX = 2000
 
 
@@ -57,6 +72,7 @@ class Verdict:
     outcome: str
     reason: str             # the pattern label, or why it was decided without one
     excerpt: str | None
+    phase: str | None = None    # an `oom`'s verlsweep.common.result.FAILURE_PHASES entry, when the log tells
 
 
 @dataclass
@@ -79,6 +95,7 @@ class LogScanner:
         self._seq = 0
         self._in_traceback = False
         self._block = 0                                # tracebacks seen
+        self._phase_frames: dict[int, str] = {}        # traceback -> phase of its innermost verl worker frame
         self._phase = -1                                # furthest PHASES index seen
 
     def feed(self, line: str) -> bool:
@@ -96,6 +113,9 @@ class LogScanner:
                 lines.append(text)
             self._open = [(lines, left - 1) for lines, left in self._open if left > 1]
         fatal = self._is_fatal(text)
+        frame = _FRAME.match(text) if self._in_traceback else None
+        if frame and frame.group(1) in OOM_FRAME_PHASES:
+            self._phase_frames[self._block] = OOM_FRAME_PHASES[frame.group(1)]
         if fatal and self.fatal is None:
             self.fatal = text.strip()
         if _ANY.search(line):
@@ -145,6 +165,16 @@ class LogScanner:
             _, idx = max((s, i) for s, i in found if self.hits[i].block == block)
         return PATTERNS[idx], _clip("\n".join(self.hits[idx].lines))
 
+    def oom_phase(self, pattern: Pattern) -> str | None:
+        """Where the OOM of `pattern` (a cause) struck: named by vLLM's own check, else by the verl
+        worker method on its traceback; None when neither tells (a host OOM, a bare allocator line)."""
+        if pattern.label in OOM_LABEL_PHASES:
+            return OOM_LABEL_PHASES[pattern.label]
+        hit = self.hits.get(PATTERNS.index(pattern))
+        if hit is None or hit.block is None:
+            return None
+        return self._phase_frames.get(hit.block)
+
 
 def strip_prefix(line: str) -> str:
     return RAY_PREFIX.sub("", line, count=1)
@@ -190,7 +220,8 @@ def classify(returncode: int | None, scanner: LogScanner, *, steps: int,
     if found is not None:
         pattern, excerpt = found
         reason = pattern.label if stopped != "fatal" else f"{pattern.label}; {detail}"
-        return Verdict(pattern.outcome, reason, excerpt)
+        phase = scanner.oom_phase(pattern) if pattern.outcome == "oom" else None
+        return Verdict(pattern.outcome, reason, excerpt, phase)
     if stopped in ("timeout", "hang"):
         last = "\n".join(strip_prefix(l) for l in list(scanner.tail)[-5:])
         phase = f"training, after step {steps}" if steps else scanner.phase

@@ -23,6 +23,7 @@ from verlsweep.trial import metrics
 from verlsweep.command.compose import Trial
 from verlsweep.common.errors import ConfigError, Problem
 from verlsweep.plan import NotPlannable, Verdict, blocks_launch, plan_cfg
+from verlsweep.plan.memory import FAILURE_PHASE
 from verlsweep.common.names import FILE_LOGGER_ENV, METRICS_FILE, MLFLOW_RUN_ID_ENV, PEAK_MEMORY_METRIC, TRIAL_DIR_ENV
 from verlsweep.common.result import StepReporter, TrialResult
 from verlsweep.trial.runners.base import RunDetails
@@ -92,9 +93,10 @@ class EstimateRunner:
                     break
         artifacts.append(logger)
 
-        excerpt = None
+        excerpt, phase = None, None
         if not verdict.feasible and outcome != "pruned":
             outcome, reason = "oom", f"predicted {verdict.binding} does not fit"
+            phase = FAILURE_PHASE.get(verdict.binding)
             excerpt = f"{verdict.reason}\n(predicted) {failure_text(verdict, cfg)}"
         result = TrialResult(
             outcome=outcome,
@@ -104,7 +106,7 @@ class EstimateRunner:
             metrics={m: v for m in extra if (v := metrics.objective(
                 step_log, m, str(objective.get("aggregate", "mean")), int(objective.get("warmup_steps", 1))))
                 is not None},
-            steps=len(step_log), excerpt=excerpt, backend=self.name,
+            steps=len(step_log), excerpt=excerpt, backend=self.name, failure_phase=phase,
         )
         return self._done(cfg, result, started, reason, step_log, artifacts, env)
 

@@ -319,6 +319,7 @@ class ProcessRunner:
             metrics={m: v for m in (obj.get("extra") or []) if (v := aggregate(str(m))) is not None},
             steps=step_log.training_steps(),
             excerpt=verdict.excerpt,
+            failure_phase=verdict.phase,
             run_id=env.get(MLFLOW_RUN_ID_ENV),
             backend=self.name,
             duration_s=time.monotonic() - watch.start,

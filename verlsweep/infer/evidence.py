@@ -1,0 +1,46 @@
+"""A study's finished trials as evidence (rules.Observed), and what they prove about one proposal.
+
+Read from each trial's user attrs as the sweeper records them (hydra_plugins/verlsweep_sweeper/
+_results.py): OUTCOME_ATTR (TrialResult.outcome) and PHASE_ATTR (TrialResult.failure_phase). A
+pruned trial ran steps, so it fit; a trial ruled out by a proof carries no evidence of its own
+(RULED_OUT_ATTR: it never ran).
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+from optuna.trial import FrozenTrial, TrialState
+
+from verlsweep.common.names import RULED_OUT_ATTR
+from verlsweep.infer.rules import KNOBS, Decided, Observed, decide
+
+PHASE_ATTR = "failure_phase"      # trial user attr: TrialResult.failure_phase of an `oom`
+OUTCOME_ATTR = "outcome"          # trial user attr: TrialResult.outcome
+
+
+def observed(trial: FrozenTrial) -> Observed | None:
+    """A finished trial as the rules read it (None: nothing to learn from it)."""
+    if not all(k in trial.params for k in KNOBS) or trial.user_attrs.get(RULED_OUT_ATTR) is not None:
+        return None
+    outcome = trial.user_attrs.get(OUTCOME_ATTR)
+    if trial.state == TrialState.PRUNED:
+        outcome = "completed"            # it ran steps: it fit
+    elif trial.state == TrialState.COMPLETE and outcome is None:
+        violated = any(v > 0 for v in (trial.system_attrs.get("constraints") or ()))
+        outcome = "oom" if violated else "completed"
+    if outcome is None:
+        return None
+    return Observed(trial.number, trial.params, outcome, trial.user_attrs.get(PHASE_ATTR))
+
+
+def evidence(trials: Iterable[FrozenTrial]) -> list[Observed]:
+    return [o for t in trials if t.state.is_finished() and (o := observed(t)) is not None]
+
+
+def proof_of_failure(trials: Iterable[FrozenTrial], params: Mapping[str, Any]) -> Decided | None:
+    """The earliest finished trial whose outcome proves `params` fails (None: nothing proves it, or the
+    space lacks one of the knobs the rules read)."""
+    if not all(k in params for k in KNOBS):
+        return None
+    found = decide(evidence(trials), params)
+    return found if found.verdict == "fail" else None
