@@ -92,8 +92,11 @@ def main(cfg: DictConfig) -> Any:
             step_s *= 20
         if tput is None:
             time.sleep(step_s)
+            # the trainer's residency plus the rollout's util x HBM: vLLM's start-up check refuses it; else the
+            # KV cache left over is too small (the phases the runners tell, verlsweep.trial.classify)
+            phase = "vllm_start" if peak >= float(cfg.hardware.hbm_usable_gb) else "kv_cache"
             return TrialResult("oom", peak_memory_gb=peak, excerpt="RuntimeError: NPU out of memory (synthetic)",
-                               backend="test", duration_s=time.monotonic() - started)
+                               backend="test", duration_s=time.monotonic() - started, failure_phase=phase)
         reporter = reporter_for(cfg)
         rng = random.Random(hash((number, tput)))
         noise = float(app.get("noise", 0.0))

@@ -30,9 +30,10 @@ from hydra_plugins.verlsweep_sweeper._space import SearchSpaceError
 from verlsweep.common.errors import ConfigError, Problem, full_traceback_wanted
 from verlsweep.command.overrides import format_value
 from verlsweep.common.labels import path_safe, trial_label
-from verlsweep.common.names import N_TRIALS_ATTR, OBJECTIVES_ATTR, RULED_OUT_ATTR, RULED_OUT_RULE_ATTR, TRACKING_ATTR
+from verlsweep.common.names import (N_TRIALS_ATTR, OBJECTIVES_ATTR, PROVEN_FIT_ATTR, RULED_OUT_ATTR, RULED_OUT_RULE_ATTR,
+                                    TRACKING_ATTR)
 from verlsweep.common.result import TrialResult
-from verlsweep.infer.evidence import proof_of_failure
+from verlsweep.infer.evidence import proof
 from verlsweep.infer.rules import Decided
 from verlsweep.infer.sampler import BoundarySampler
 from verlsweep.study_link import absolute_storage_url
@@ -386,10 +387,12 @@ class VerlSweepImpl(Sweeper):
                 if source is not None:
                     told.append(self._tell_reused(study, trial, source))
                     continue
-                proof = proof_of_failure(study.get_trials(deepcopy=False), trial.params) if self.infer else None
-                if proof is not None:
-                    told.append(self._tell_ruled_out(study, trial, proof))
+                proven = proof(study.get_trials(deepcopy=False), trial.params) if self.infer else None
+                if proven is not None and proven.verdict == "fail":
+                    told.append(self._tell_ruled_out(study, trial, proven))
                     continue
+                if proven is not None:        # launched all the same: it measures the throughput
+                    trial.set_user_attr(PROVEN_FIT_ATTR, proven.trial)
                 try:
                     self.validate_batch_is_legal([overrides])
                 except Exception as exc:  # noqa: BLE001 - a trial that cannot compose is this trial's outcome

@@ -37,10 +37,15 @@ def evidence(trials: Iterable[FrozenTrial]) -> list[Observed]:
     return [o for t in trials if t.state.is_finished() and (o := observed(t)) is not None]
 
 
-def proof_of_failure(trials: Iterable[FrozenTrial], params: Mapping[str, Any]) -> Decided | None:
-    """The earliest finished trial whose outcome proves `params` fails (None: nothing proves it, or the
-    space lacks one of the knobs the rules read)."""
+def proof(trials: Iterable[FrozenTrial], params: Mapping[str, Any]) -> Decided | None:
+    """What the finished trials prove about `params`: fail or fit, by the earliest trial that proves it
+    (None: nothing, or the space lacks one of the knobs the rules read)."""
     if not all(k in params for k in KNOBS):
         return None
     found = decide(evidence(trials), params)
-    return found if found.verdict == "fail" else None
+    return None if found.verdict == "unknown" else found
+
+
+def proof_of_failure(trials: Iterable[FrozenTrial], params: Mapping[str, Any]) -> Decided | None:
+    found = proof(trials, params)
+    return found if found is not None and found.verdict == "fail" else None
