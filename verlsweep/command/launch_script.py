@@ -1,11 +1,10 @@
 """A Trial as a script one copies to a node and runs: the layout of verl's recipe scripts.
 
-verl's example and Ascend recipe scripts (e.g. examples/grpo_trainer/run_qwen3_8b_fsdp_npu.sh, and
-verl-ascend-recipe run_qwen3_8b_remax_fsdp_npu.sh, docs/ascend.md "Seed recipe") put what differs per
-machine in variables with defaults at the top (`MODEL_PATH=${MODEL_PATH:-...}`), group the overrides
-in arrays (DATA, MODEL, ACTOR, ROLLOUT, REF, ALGORITHM, TRAINER) and end with
-`python3 -m verl.trainer.main_ppo "${DATA[@]}" ... "$@"`, so any extra Hydra argument passes through
-(verl's Hydra takes the last value of a repeated key).
+verl's Ascend recipe scripts (verl-ascend-recipe run_qwen3_8b_remax_fsdp_npu.sh, docs/ascend.md "Seed
+recipe") and verl's example scripts put what differs per machine in variables with defaults at the
+top (`MODEL_PATH=${MODEL_PATH:-...}`), group the overrides in arrays (DATA, MODEL, ACTOR, ROLLOUT,
+REF, ALGORITHM, TRAINER: overrides.py's sections) and end with `python3 -m verl.trainer.main_ppo
+"${DATA[@]}" ... "$@"`, so any extra Hydra argument passes through (the last value of a key wins).
 
 Defaults keep the config's environment roots unexpanded: `paths.model_root` is
 `${oc.env:VERLSWEEP_MODEL_ROOT,${oc.env:HOME}/models}` in conf/sweep.yaml, so the model's default is
@@ -46,12 +45,12 @@ SCRIPT_VARS = (
     ScriptVar("NNODES", "trainer.nnodes"),
     ScriptVar("NGPUS_PER_NODE", "trainer.n_gpus_per_node"),
 )
-# verl's MLflow logger reads its store from this variable (verl/utils/tracking.py, _MlflowLoggingAdapter)
+# verl's MLflow logger reads its store from this variable, else sqlite:////tmp/mlruns.db on the node
+# (verl/utils/tracking.py, Tracking)
 TRACKING_VAR = "MLFLOW_TRACKING_URI"
 
 _ENV = re.compile(r"oc\.env:([A-Za-z_]\w*)(?:,(.*))?", re.S)
 _KEY = re.compile(r"[A-Za-z_][\w.]*")
-_IDENT_CHAR = re.compile(r"\w")
 
 
 def export_lines(env: dict[str, str]) -> list[str]:
