@@ -304,10 +304,12 @@ class VerlSweepImpl(Sweeper):
         from verlsweep.command.compose import build_trial
 
         long = [*map(str, self.long_run.overrides), f"trial.steps={int(self.long_run.steps)}"]
+        from verlsweep.tracking.mlflow_runs import tracking_uri
+
         cfg = self._compose_trial([*overrides, *long])
         trial = build_trial(cfg, require_paths=False)
-        notes = "".join(f"# warning: {w}\n" for w in trial.warnings)
-        return notes + trial.to_bash()
+        # paths missing here say nothing about the node: the script's variables name them there
+        return trial.to_launch_script(cfg, tracking_uri(cfg))
 
     # --- the loop -------------------------------------------------------------------------------------
 

@@ -5,6 +5,7 @@
 cannot express; `hydra_compose` wraps Hydra's compose API; `knobs` names what a trial varies. Before a
 Trial exists it is checked: `rules` (our own rules), `topology` (the TP sizes hardware x model can run),
 `paths` (model and data files), `verl_check` (verl 0.9.1's own compose, types, registries, validation).
+`launch_script` writes a Trial as a node script in verl's recipe layout (best_launch.sh).
 `argv` reads `python sweep.py`'s group choices before Hydra does; `suggest` is the "did you mean" of
 every misspelt key or option.
 

@@ -17,17 +17,19 @@ _NON_STRINGS = {"true", "false", "null", "nan", "inf", "-inf", "+inf"}
 
 # Order in which verl's own scripts group their overrides (DATA / MODEL / ACTOR / ROLLOUT / REF /
 # ALGORITHM / TRAINER arrays in verl-ascend-recipe scripts); critic and reward sit before algorithm.
+# The names are those arrays' (verlsweep/command/launch_script.py writes them).
 _SECTIONS = (
-    "data.",
-    "actor_rollout_ref.model.",
-    "actor_rollout_ref.actor.",
-    "actor_rollout_ref.rollout.",
-    "actor_rollout_ref.ref.",
-    "critic.",
-    "reward.",
-    "algorithm.",
-    "trainer.",
+    ("data.", "DATA"),
+    ("actor_rollout_ref.model.", "MODEL"),
+    ("actor_rollout_ref.actor.", "ACTOR"),
+    ("actor_rollout_ref.rollout.", "ROLLOUT"),
+    ("actor_rollout_ref.ref.", "REF"),
+    ("critic.", "CRITIC"),
+    ("reward.", "REWARD"),
+    ("algorithm.", "ALGORITHM"),
+    ("trainer.", "TRAINER"),
 )
+OTHER_SECTION = "EXTRA"     # keys of no section above (ray_kwargs, ...), last
 
 
 def format_value(value: Any) -> str:
@@ -72,10 +74,16 @@ def flatten(node: DictConfig | dict, prefix: str = "") -> dict[str, Any]:
 
 def section_rank(path: str) -> int:
     """Position of a key's section in verl's script order; unknown sections go last."""
-    for rank, prefix in enumerate(_SECTIONS):
+    for rank, (prefix, _) in enumerate(_SECTIONS):
         if path.startswith(prefix):
             return rank
     return len(_SECTIONS)
+
+
+def section_name(path: str) -> str:
+    """The array a key's override goes in, in a launch script (DATA, ACTOR, ...)."""
+    rank = section_rank(path)
+    return _SECTIONS[rank][1] if rank < len(_SECTIONS) else OTHER_SECTION
 
 
 def ordered(paths: Iterable[str]) -> list[str]:
