@@ -221,14 +221,16 @@ def _band(combo: Combo) -> None:
 def region_text(region: Region, grid: list[float], shown: Any) -> str:
     """`fails at util >= 0.85: proven by trial 7, OOM at vLLM start`"""
     lo, hi = shown(region.low), shown(region.high)
+    # a failure region reaching an end of the space is a bound (the frontier), even if one util wide
+    edge = region.verdict == "fail" or region.low != region.high
     if region.low == grid[0] and region.high == grid[-1]:
         where = "every util"
+    elif edge and region.high == grid[-1]:
+        where = f"util >= {lo}"
+    elif edge and region.low == grid[0]:
+        where = f"util <= {hi}"
     elif region.low == region.high:
         where = f"util {lo}"
-    elif region.high == grid[-1]:
-        where = f"util >= {lo}"
-    elif region.low == grid[0]:
-        where = f"util <= {hi}"
     else:
         where = f"util {lo}-{hi}"
     verb = "fits" if region.verdict == "fit" else "fails"
