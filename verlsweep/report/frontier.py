@@ -55,13 +55,16 @@ def phase_of(row: Row) -> str | None:
     return _BINDING_PHASES.get(binding(row)[0] or "")
 
 
-def reason(row: Row) -> str:
-    """Why a trial did not fit, in a few words: `OOM at vLLM start`, `infeasible by the planner (...)`."""
+def reason(row: Row, brief: bool = False) -> str:
+    """Why a trial did not fit, in a few words: `OOM at vLLM start`, `infeasible by the planner (...)`;
+    `brief`: the planner's constraint without its explanation (the terminal's line)."""
     if row.ruled_out_by is not None:
         return f"ruled out by trial {row.ruled_out_by}"
     if row.outcome == "infeasible":
         name, why = binding(row)
-        return f"infeasible by the planner ({name}: {why})" if name and why else "infeasible by the planner"
+        if name and (why and not brief):
+            return f"infeasible by the planner ({name}: {why})"
+        return f"infeasible by the planner ({name})" if name else "infeasible by the planner"
     phase = phase_of(row)
     if phase:
         return PHASE_TEXT[phase]
@@ -79,6 +82,7 @@ class Side:
     util: float
     trial: int
     reason: str
+    brief: str = ""         # the reason in fewer words
 
 
 @dataclass
@@ -203,7 +207,7 @@ def _band(combo: Combo) -> None:
     fails = [r for r in combo.rows if r.outcome in FAILS]
     if fits:
         best = max(fits, key=util)
-        combo.highest_fit = Side(util(best), best.number, "completed")
+        combo.highest_fit = Side(util(best), best.number, "completed", "")
         above = [r for r in fails if util(r) > util(best)]
         below = [r for r in fails if util(r) < min(util(f) for f in fits)]
     else:
@@ -212,10 +216,10 @@ def _band(combo: Combo) -> None:
         below = [r for r in fails if _below(r)]
     if above:
         r = min(above, key=lambda r: (util(r), r.number))
-        combo.failed_above = Side(util(r), r.number, reason(r))
+        combo.failed_above = Side(util(r), r.number, reason(r), reason(r, brief=True))
     if below:
         r = max(below, key=lambda r: (util(r), -r.number))
-        combo.failed_below = Side(util(r), r.number, reason(r))
+        combo.failed_below = Side(util(r), r.number, reason(r), reason(r, brief=True))
 
 
 def region_text(region: Region, grid: list[float], shown: Any) -> str:

@@ -58,19 +58,22 @@ def text_summary(sweep: Sweep, sweep_dir: Path | None = None) -> str:
             f"{n}={_num(v)}" for n, v in zip(sweep.objectives, best.values)))
         lines += [f"  {k}={sweep.shown(k, v)}" for k, v in best.params.items()]
     for c in combos(sweep):
-        lines.append(f"{c.label}: completed up to util {_side(sweep, c.highest_fit)}; failed above: "
-                     f"{_side(sweep, c.failed_above)}; failed below: {_side(sweep, c.failed_below)}")
+        sides = [(what, side) for what, side in (("completed up to", c.highest_fit), ("failed above at", c.failed_above),
+                                                  ("failed below at", c.failed_below)) if side is not None]
+        if sides:     # a combination with only pruned or crashed trials says nothing about memory
+            lines.append(f"{c.label}: " + "; ".join(f"{what} {_side(sweep, side, brief=True)}" for what, side in sides))
     if launch_command(sweep, sweep_dir):
         folder = sweep_dir or sweep.sweep_dir()
         lines.append(f"launch the long run: bash {folder / BEST_LAUNCH}")
     return "\n".join(lines)
 
 
-def _side(sweep: Sweep, side: Side | None) -> str:
+def _side(sweep: Sweep, side: Side | None, brief: bool = False) -> str:
     """`0.85 (t07: OOM at vLLM start)`; `-` for no such trial."""
     if side is None:
         return "-"
-    return f"{_util(sweep, side.util)} (t{side.trial:02d}: {side.reason})"
+    why = side.brief if brief else side.reason
+    return f"{_util(sweep, side.util)} (t{side.trial:02d}{': ' + why if why else ''})"
 
 
 def _table(head: list[str], rows: list[list[str]], left: set[int], best_rows: set[int] = frozenset()) -> str:

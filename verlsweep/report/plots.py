@@ -180,7 +180,7 @@ def frontier_figure(sweep: Sweep) -> Any:
             ax.scatter([r.param(UTIL_SUFFIX)], [y], marker="o" if outcome == "completed" else "x", s=30,
                        color=OUTCOME_COLORS.get(outcome, "#495057"), label=outcome, zorder=3)
     ax.set_yticks(range(len(items)), [c.label for c in items], fontsize=8)
-    ax.set_ylim(-0.6, len(items) - 0.4)
+    ax.set_ylim(len(items) - 0.4, -0.6)          # the first combination (smallest TP, fewest offloads) on top
     ax.set_xlim(grid[0] - width, grid[-1] + width)
     ax.set_xlabel("util")
     keys = [plt.Rectangle((0, 0), 0, 0, color=color, label=f"proven {verdict}" if verdict != "unknown" else "not proven")
