@@ -11,8 +11,8 @@ from optuna.trial import FrozenTrial, TrialState
 from verlsweep.common.labels import knob_tokens, short_name, show, step_of
 from verlsweep.common.names import (N_TRIALS_ATTR, OBJECTIVES_ATTR, OVER_BUDGET_ATTR, PLACEHOLDER_ATTR,
                                      PREDICTED_ATTR)
+from verlsweep.infer.sampler import PHASE_ATTR
 
-PHASE_ATTR = "failure_phase"        # trial user attr: TrialResult.failure_phase (common/result.py FAILURE_PHASES)
 RULED_OUT_ATTR = "ruled_out_by"     # trial user attr: the trial whose outcome proved this config fails
 ESTIMATE = "estimate"               # TrialResult.backend of runner=estimate: its numbers are the planner's
 

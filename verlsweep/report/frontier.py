@@ -67,7 +67,7 @@ def reason(row: Row, brief: bool = False) -> str:
         return f"infeasible by the planner ({name})" if name else "infeasible by the planner"
     phase = phase_of(row)
     if phase:
-        return PHASE_TEXT[phase]
+        return PHASE_TEXT.get(phase, f"OOM ({phase})")
     first = (row.excerpt or "").strip().splitlines()
     return f"OOM ({first[0][:80]})" if first else "OOM"
 
