@@ -16,7 +16,7 @@ ALLOWED = {
     "tracking": {"common", "command", "plan", "trial"},
     "study_link": {"common"},
     "reconcile": {"common", "trial", "tracking", "study_link"},
-    "report": {"common", "tracking", "study_link", "reconcile"},
+    "report": {"common", "infer", "tracking", "study_link", "reconcile"},
     "infer": {"common"},
 }
 

@@ -1,6 +1,8 @@
 """The report: report.html self-contained with every plot and the launch command; the text status."""
 from __future__ import annotations
 
+import csv
+import html
 import re
 from pathlib import Path
 
@@ -13,6 +15,7 @@ from optuna.trial import TrialState, create_trial
 from verlsweep.common.names import N_TRIALS_ATTR, OBJECTIVES_ATTR, PLACEHOLDER_ATTR, PREDICTED_ATTR
 from verlsweep.report import load, write_report
 from verlsweep.report.__main__ import main
+from tests.trial_helpers import new_mark, run_sweep
 
 UTIL = "verl.actor_rollout_ref.rollout.gpu_memory_utilization"
 TP = "verl.actor_rollout_ref.rollout.tensor_model_parallel_size"
@@ -23,16 +26,26 @@ DISTS = {UTIL: FloatDistribution(0.3, 0.95, step=0.05), TP: CategoricalDistribut
 TRIALS = [(0.6, 2, True, "completed", 390.0, 35.0), (0.9000000000000001, 2, False, "oom", None, None),
           (0.7, 1, True, "completed", 395.0, 36.0), (0.95, 4, True, "infeasible", None, None),
           (0.5, 4, False, "completed", 370.0, 33.0), (0.45, 1, True, "pruned", None, None),
-          (0.8, 1, False, "crash", None, None)]
+          (0.8, 1, False, "crash", None, None), (0.35, 2, False, "oom", None, None),
+          (0.7, 2, False, "completed", 392.0, 35.5), (0.95, 2, False, "infeasible", None, None),
+          (0.5, 1, False, "oom", None, None)]
+START_OOM = ("ValueError: Free memory on device (40.10/60.96 GiB) on startup is less than desired GPU memory "
+             "utilization (0.9, 54.86 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.")
+PLANNER_NO = ("rollout: need 68.9 GiB of 60.7 (margin 2.0; headroom -10.2) [trainer residency 12.0, vLLM reservation "
+              "54.9] - trainer residency + vLLM's reservation + graph pools exceed HBM when vLLM wakes")
+# per trial: the error text, the failure phase and the trial that ruled it out, as the sweeper records them
+EXTRA = {1: {"excerpt": START_OOM}, 3: {"excerpt": PLANNER_NO}, 7: {"failure_phase": "kv_cache"},
+         9: {"ruled_out_by": 1, "excerpt": "ruled out by trial 1"}, 10: {"failure_phase": "training"}}
 
 
 def make_study(storage: str | None, sweep_dir: Path) -> optuna.Study:
     study = optuna.create_study(study_name="report-study", storage=storage, direction="maximize")
-    study.set_user_attr(N_TRIALS_ATTR, 10)
+    study.set_user_attr(N_TRIALS_ATTR, 12)
     study.set_user_attr(OBJECTIVES_ATTR, ["objective"])
     for n, (util, tp, off, outcome, value, peak) in enumerate(TRIALS):
         attrs = {"outcome": outcome, "peak_memory_gb": peak, "duration_s": 12.5, "job_dir": str(sweep_dir / str(n)),
-                 PREDICTED_ATTR: {"plan/trainer_peak_gb": 34.0 + n * 0.5, "plan/tok_s": 380.0 + n}}
+                 PREDICTED_ATTR: {"plan/trainer_peak_gb": 34.0 + n * 0.5, "plan/tok_s": 380.0 + n},
+                 "backend": "verl", **EXTRA.get(n, {})}
         state, values, constraint = TrialState.FAIL, None, 0.0
         if outcome == "completed":
             state, values = TrialState.COMPLETE, [value]
@@ -63,23 +76,52 @@ def test_the_report_is_one_offline_page_with_every_plot_the_best_config_and_its_
     # offline: nothing is loaded from elsewhere
     assert not re.search(r"<(script|link|img)[^>]+(src|href)=['\"]?(https?:)?//", page)
     images = re.findall(r"<img class='plot' alt='(\w+)' src='data:image/png;base64,([A-Za-z0-9+/=]{200,})'", page)
-    assert [name for name, _ in images] == ["history", "util_by_tp", "parallel", "importance", "memory"]
+    assert [name for name, _ in images] == ["history", "util_by_tp", "frontier", "parallel", "importance", "memory"]
     assert "gpu_memory_utilization=0.7" in page and "Launch command" in page
     assert "trial 2 (util=0.70 tp=1 off=p)" in page          # the best, its knobs at the step's precision
     assert "0.9000000000000001" not in page
     assert page.count("class='plotly-plot'") == 3            # Optuna's interactive plots
-    for name in ("history", "util_by_tp", "parallel", "importance", "memory"):
+    for name in ("history", "util_by_tp", "frontier", "parallel", "importance", "memory"):
         assert (sweep_dir / "plots" / f"{name}.png").stat().st_size > 1000
 
 
-def test_the_oom_frontier_per_tp_and_the_planners_predictions_are_in_the_report(sweep_dir):
-    sweep = load(make_study(None, sweep_dir))
-    assert {f["tp"]: (f["highest_fit"], f["lowest_oom"]) for f in sweep.frontier()} == {
-        1: (0.7, None), 2: (0.6, 0.9000000000000001), 4: (0.5, 0.95)}
-    write_report(sweep.study, sweep_dir)
+def cells(page: str, heading: str) -> list[list[str]]:
+    """The rows of the first table after `heading` in report.html, as text."""
+    table = page[page.index(heading):].split("<table>", 1)[1].split("</table>", 1)[0]
+    return [[html.unescape(re.sub(r"<[^>]+>", "", c)) for c in re.findall(r"<td[^>]*>(.*?)</td>", row)]
+            for row in re.findall(r"<tr[^>]*>(.*?)</tr>", table) if "<td" in row]
+
+
+def test_the_oom_frontier_shows_both_sides_of_the_band_per_tp_and_offloads_with_the_reason_for_each(sweep_dir):
+    write_report(make_study(None, sweep_dir), sweep_dir)
     page = (sweep_dir / "report.html").read_text()
-    assert "OOM frontier per TP" in page and "<td class=''>0.90</td>" in page
+    rows = {r[0]: r[1:4] for r in cells(page, "OOM frontier per TP")}
+    # the error text says where t01 failed; t07 carries its failure phase; t03 is the planner's verdict
+    assert rows["tp=2 off=-"] == ["0.70 (t08: completed)", "0.90 (t01: OOM at vLLM start)",
+                                  "0.35 (t07: KV cache too small)"]
+    assert rows["tp=4 off=p"] == ["-", "0.95 (t03: infeasible by the planner (rollout: trainer residency + "
+                                  "vLLM's reservation + graph pools exceed HBM when vLLM wakes))", "-"]
+    assert rows["tp=1 off=-"] == ["-", "0.50 (t10: training OOM)", "-"]
     assert "predicted peak GB" in page and "34.0" in page
+
+
+def test_the_report_states_the_util_ranges_each_failure_proves_with_the_trial_that_proves_it(sweep_dir):
+    write_report(make_study(None, sweep_dir), sweep_dir)
+    page = (sweep_dir / "report.html").read_text()
+    proven = [" ".join(r) for r in cells(page, "Proven fit / proven fail")]
+    assert "tp=2 off=- fails at util <= 0.35: proven by trial 7, KV cache too small" in proven
+    assert "tp=2 off=- fits at util 0.70: proven by trial 8, completed" in proven
+    assert "tp=2 off=- fails at util >= 0.90: proven by trial 1, OOM at vLLM start" in proven
+    # a training OOM does not depend on util: the whole combination fails
+    assert "tp=1 off=- fails at every util: proven by trial 10, training OOM" in proven
+    assert "frontier" in re.findall(r"<img class='plot' alt='(\w+)'", page)
+
+
+def test_a_config_a_rule_ruled_out_is_listed_as_ruled_out_by_its_trial(sweep_dir):
+    write_report(make_study(None, sweep_dir), sweep_dir)
+    page = (sweep_dir / "report.html").read_text()
+    trials = {r[0]: r[1] for r in cells(page, "<h2>Trials")}
+    assert trials["9"] == "ruled out by trial 1" and trials["1"] == "oom"
 
 
 def test_status_prints_n_of_total_the_best_so_far_and_the_outcomes(sweep_dir, tmp_path, capsys):
@@ -87,9 +129,9 @@ def test_status_prints_n_of_total_the_best_so_far_and_the_outcomes(sweep_dir, tm
     make_study(storage, sweep_dir)
     assert main(["--storage", storage, "--study", "report-study", "--status"]) == 0
     out = capsys.readouterr().out
-    assert "7 of 10 trials done" in out
+    assert "11 of 12 trials done" in out
     assert "best objective 395 (t02 util=0.70 tp=1 off=p)" in out
-    assert "completed 3" in out and "oom 1" in out and "crash 1" in out
+    assert "completed 4" in out and "oom 3" in out and "crash 1" in out
     assert not (sweep_dir / "report.html").exists()        # --status writes nothing
 
 
@@ -107,3 +149,109 @@ def test_an_unknown_study_names_the_ones_the_storage_has(tmp_path, sweep_dir):
     make_study(storage, sweep_dir)
     with pytest.raises(SystemExit, match="report-study"):
         main(["--storage", storage, "--study", "nope", "--status"])
+
+
+# --- the report of a real estimate sweep (`python sweep.py -m ... runner=estimate`) -----------------------
+
+ESTIMATE_TP = "verl.actor_rollout_ref.rollout.tensor_model_parallel_size"
+
+
+@pytest.fixture(scope="module")
+def estimate_sweep(tmp_path_factory):
+    """A finished estimate sweep over util x TP 1/8 (offloads fixed at p,r), every config once (grid);
+    plan.enforce=false, so what the planner predicts not to fit ends as `oom` with the error text verl or
+    vLLM print (runner=estimate), as on a device. Its sweep dir, study and trials.csv rows."""
+    cwd = tmp_path_factory.mktemp("estimate-report")
+    proc = run_sweep(cwd, [
+        "hardware=a2_64g", "algorithm=remax", "runner=estimate", "tracking.enabled=false", "plan.enforce=false",
+        f"paths.output_root={cwd / 'out'}", "hydra/sweeper/sampler=grid", "hydra.sweeper.enqueue_recipe=false",
+        "hydra.sweeper.n_trials=14", "hydra.sweeper.n_jobs=2", f"{UTIL}=range(0.30,1.0,0.10)",
+        f"{ESTIMATE_TP}=choice(1,8)", "verl.actor_rollout_ref.actor.fsdp_config.param_offload=true",
+        "verl.actor_rollout_ref.actor.fsdp_config.optimizer_offload=false",
+        "verl.actor_rollout_ref.ref.fsdp_config.param_offload=true"], new_mark(), multirun=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (sweep_dir,) = (cwd / "out" / "sweeps").iterdir()
+    best = yaml.safe_load((sweep_dir / "best.yaml").read_text())
+    storage = best["storage"] if "://" in best["storage"] else f"sqlite:///{cwd / 'verlsweep-optuna.db'}"
+    study = optuna.load_study(study_name=best["study_name"], storage=storage)
+    with (sweep_dir / "trials.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    return {"dir": sweep_dir, "page": (sweep_dir / "report.html").read_text(), "study": study, "rows": rows}
+
+
+def _util(row: dict) -> float:
+    return round(float(row[UTIL]), 2)
+
+
+def _measured(row: dict) -> bool:
+    return row["outcome"] == "completed"        # trials.csv keeps an oom's partial objective too
+
+
+@pytest.mark.slow
+def test_an_estimate_sweeps_frontier_names_both_sides_of_each_tps_band_and_why_each_failed(estimate_sweep):
+    frontier = {r[0]: r[1:4] for r in cells(estimate_sweep["page"], "OOM frontier per TP")}
+    assert set(frontier) == {"tp=1", "tp=8"}
+    for tp, (fit, above, below) in frontier.items():
+        rows = [r for r in estimate_sweep["rows"] if r[ESTIMATE_TP] == tp[3:]]
+        top = max((r for r in rows if r["outcome"] == "completed"), key=_util)
+        assert fit == f"{_util(top):.1f} (t{int(top['number']):02d}: completed)"      # util step 0.1
+        high = min((r for r in rows if r["outcome"] == "oom" and _util(r) > _util(top)), key=_util)
+        # the planner's binding constraint above the band: vLLM's share next to the trainer's residency
+        assert above == f"{_util(high):.1f} (t{int(high['number']):02d}: OOM when vLLM wakes for a rollout)"
+    low = [r for r in estimate_sweep["rows"] if r[ESTIMATE_TP] == "1" and _util(r) == 0.3]
+    assert frontier["tp=1"][2] == f"0.3 (t{int(low[0]['number']):02d}: KV cache too small)"  # not an OOM above
+
+
+@pytest.mark.slow
+def test_an_estimate_sweeps_report_says_which_utils_its_failures_prove_to_fail(estimate_sweep):
+    proven = [" ".join(r) for r in cells(estimate_sweep["page"], "Proven fit / proven fail")]
+    kv = next(r for r in estimate_sweep["rows"] if r[ESTIMATE_TP] == "1" and _util(r) == 0.3)
+    assert f"tp=1 fails at util <= 0.3: proven by trial {kv['number']}, KV cache too small" in proven
+    wake = next(r for r in estimate_sweep["rows"] if r[ESTIMATE_TP] == "1" and _util(r) == 0.9)
+    assert f"tp=1 fails at util >= 0.9: proven by trial {wake['number']}, OOM when vLLM wakes for a rollout" \
+        in proven
+
+
+@pytest.mark.slow
+def test_an_estimate_sweeps_report_has_no_measured_vs_predicted_plot_and_calls_its_peak_predicted(estimate_sweep):
+    page = estimate_sweep["page"]
+    assert "memory" not in re.findall(r"<img class='plot' alt='(\w+)'", page)
+    assert "not drawn: runner=estimate" in page
+    head = re.findall(r"<th[^>]*>(.*?)</th>", page[page.index("<h2>Trials"):])
+    assert "predicted peak GB" in head and "peak GB" not in head
+
+
+@pytest.mark.slow
+def test_an_estimate_sweeps_failed_and_pruned_trials_are_marks_on_a_strip_not_objective_zero(estimate_sweep):
+    from verlsweep.report.plots import util_by_tp_figure
+
+    fig = util_by_tp_figure(load(estimate_sweep["study"]))
+    axes = {ax.get_label(): ax for ax in fig.axes if ax.get_label()}
+    for tp in ("1", "8"):
+        rows = [r for r in estimate_sweep["rows"] if r[ESTIMATE_TP] == tp]
+        drawn = sorted((round(x, 2), round(y, 3)) for c in axes[f"tp={tp} measured"].collections
+                       for x, y in c.get_offsets())
+        assert drawn == sorted((_util(r), round(float(r["objective"]), 3)) for r in rows if _measured(r))
+        marks = sorted(round(x, 2) for c in axes[f"tp={tp} not measured"].collections for x, _ in c.get_offsets())
+        assert marks == sorted(_util(r) for r in rows if not _measured(r)) and marks
+    assert any(r["outcome"] == "oom" for r in estimate_sweep["rows"])
+
+
+@pytest.mark.slow
+def test_an_estimate_sweeps_util_plot_legend_covers_no_panel(estimate_sweep):
+    from verlsweep.report.plots import util_by_tp_figure
+
+    fig = util_by_tp_figure(load(estimate_sweep["study"]))
+    renderer = fig.canvas.get_renderer()
+    (legend,) = fig.legends
+    box = legend.get_window_extent(renderer)
+    assert all(not box.overlaps(ax.get_window_extent(renderer)) for ax in fig.axes)
+
+
+@pytest.mark.slow
+def test_an_estimate_sweeps_launch_script_comes_collapsed_after_the_plots(estimate_sweep):
+    page = estimate_sweep["page"]
+    last_plot = page.rindex("<img class='plot'")
+    details = page.index("<details id='launch-details'>")
+    assert last_plot < details < page.index("<pre id='launch'>") < page.index("</details>", details)
+    assert "python -m verl.trainer.main_ppo" in page[details:]

@@ -71,7 +71,8 @@ def test_each_child_run_says_its_trial_outcome_and_knobs_and_the_parent_has_the_
     artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
     assert {"trials.csv", "best.yaml", "best_launch.sh", "report.html", "plots"} <= artifacts
     plots = {a.path for a in client.list_artifacts(parent.info.run_id, "plots")}
-    assert {"plots/history.png", "plots/util_by_tp.png", "plots/memory.png"} <= plots
+    assert {"plots/history.png", "plots/util_by_tp.png", "plots/frontier.png"} <= plots
+    assert "plots/memory.png" not in plots            # runner=estimate: measured peak = predicted peak
 
 
 @needs_chromium
@@ -104,7 +105,7 @@ def test_report_html_renders_every_plot_offline_in_a_browser(estimate_sweep, tmp
         browser.open(report.as_uri())
         browser.wait_for("document.readyState === 'complete'")
         sizes = browser.eval("[...document.querySelectorAll('img.plot')].map(i => [i.alt, i.naturalWidth, i.naturalHeight])")
-        assert [s[0] for s in sizes] == ["history", "util_by_tp", "parallel", "importance", "memory"]
+        assert [s[0] for s in sizes] == ["history", "util_by_tp", "frontier", "parallel", "importance"]
         assert all(w > 100 and h > 100 for _, w, h in sizes), sizes
         browser.eval("document.querySelectorAll('details').forEach(d => d.open = true)")
         assert browser.wait_for("document.querySelectorAll('.plotly-plot .main-svg').length >= 3")

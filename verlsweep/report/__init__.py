@@ -1,12 +1,13 @@
 """Stage 5, report: what a sweep found, read back from its Optuna study: report.html (plots, the best
-config and its launch command, the OOM frontier per TP, the planner's predictions next to the
-measurements) and the text status of a running study.
+config and its launch command, the OOM frontier per TP/offloads with what each side's trial proves,
+the planner's predictions next to the measurements) and the text status of a running study.
 
     python -m verlsweep.report outputs/sweeps/<date>            # writes <dir>/report.html
     python -m verlsweep.report --storage sqlite:///verlsweep-optuna.db --study NAME --status
     python -m verlsweep.report outputs/sweeps/<date> --status --repair    # check, then reconcile
 
-May import: verlsweep.common; for --status/--repair (status.py) also verlsweep.tracking, study_link and
+May import: verlsweep.common and verlsweep.infer (the rules that say what a finished trial proves about
+its neighbours, for the frontier); for --status/--repair (status.py) also verlsweep.tracking, study_link and
 reconcile, which say where Optuna, MLflow and the sweep dir disagree and apply the rules a sweep applies
 on start. The report itself reads what the sweeper stored in the study (user attrs named in
 verlsweep.common.names), never the trial process or MLflow.

@@ -11,12 +11,15 @@ from optuna.trial import FrozenTrial, TrialState
 from verlsweep.common.labels import knob_tokens, short_name, show, step_of
 from verlsweep.common.names import (N_TRIALS_ATTR, OBJECTIVES_ATTR, OVER_BUDGET_ATTR, PLACEHOLDER_ATTR,
                                      PREDICTED_ATTR)
+from verlsweep.infer.sampler import PHASE_ATTR
+
+RULED_OUT_ATTR = "ruled_out_by"     # trial user attr: the trial whose outcome proved this config fails
+ESTIMATE = "estimate"               # TrialResult.backend of runner=estimate: its numbers are the planner's
 
 UTIL_SUFFIX = "gpu_memory_utilization"
 TP_SUFFIX = "tensor_model_parallel_size"
 PREDICTED_PEAK = "plan/trainer_peak_gb"
 PREDICTED_TOK_S = "plan/tok_s"
-FITS, DOES_NOT_FIT = "completed", frozenset({"oom", "infeasible"})
 
 
 def outcome_of(t: FrozenTrial) -> str:
@@ -43,6 +46,14 @@ class Row:
     knobs: str                            # `util=0.90 tp=2 off=p,o`
     predicted: dict[str, float]
     job_dir: str | None
+    excerpt: str | None = None            # the lines that decided a failure
+    phase: str | None = None              # where an oom happened, when the trial says
+    ruled_out_by: int | None = None       # never launched: this trial's outcome proved it fails
+    backend: str | None = None            # verl | script | estimate
+
+    @property
+    def shown_outcome(self) -> str:
+        return f"ruled out by trial {self.ruled_out_by}" if self.ruled_out_by is not None else self.outcome
 
     def param(self, suffix: str) -> Any:
         return next((v for k, v in self.params.items() if k.endswith(suffix)), None)
@@ -56,6 +67,7 @@ class Sweep:
     n_trials: int | None
     param_names: list[str]
     steps: dict[str, Any] = field(default_factory=dict)
+    distributions: dict[str, Any] = field(default_factory=dict)
 
     @property
     def maximize(self) -> bool:
@@ -99,17 +111,11 @@ class Sweep:
     def util_param(self) -> str | None:
         return next((n for n in self.param_names if n.endswith(UTIL_SUFFIX)), None)
 
-    def frontier(self) -> list[dict[str, Any]]:
-        """Per TP: the highest util that ran to completion and the lowest that did not fit."""
-        out = []
-        tps = sorted({r.param(TP_SUFFIX) for r in self.rows if r.param(TP_SUFFIX) is not None})
-        for tp in tps:
-            rows = [r for r in self.rows if r.param(TP_SUFFIX) == tp and r.param(UTIL_SUFFIX) is not None]
-            fits = [r.param(UTIL_SUFFIX) for r in rows if r.outcome == FITS]
-            fails = [r.param(UTIL_SUFFIX) for r in rows if r.outcome in DOES_NOT_FIT]
-            out.append({"tp": tp, "highest_fit": max(fits) if fits else None,
-                        "lowest_oom": min(fails) if fails else None, "trials": len(rows)})
-        return out
+    def estimated(self) -> bool:
+        """Every trial that has numbers got them from runner=estimate: its "measured" peak and objective
+        are the planner's prediction (verlsweep/trial/runners/estimate.py)."""
+        backends = {r.backend for r in self.rows if r.backend}
+        return backends == {ESTIMATE}
 
     def sweep_dir(self) -> Path | None:
         """Where the sweep wrote its outputs: the parent of a trial's job dir."""
@@ -123,11 +129,13 @@ def load(study: optuna.Study, objectives: list[str] | None = None) -> Sweep:
     trials = [t for t in study.get_trials(deepcopy=False) if not t.system_attrs.get(OVER_BUDGET_ATTR)]
     names: list[str] = []
     steps: dict[str, Any] = {}
+    dists: dict[str, Any] = {}
     for t in trials:
         for name, dist in t.distributions.items():
             if name not in names:
                 names.append(name)
                 steps[name] = step_of(dist)
+                dists[name] = dist
     rows = []
     for t in trials:
         params = {n: t.params[n] for n in names if n in t.params}
@@ -135,9 +143,18 @@ def load(study: optuna.Study, objectives: list[str] | None = None) -> Sweep:
             number=t.number, outcome=outcome_of(t), values=list(t.values) if measured(t) and t.values else None,
             peak_gb=t.user_attrs.get("peak_memory_gb"), duration_s=t.user_attrs.get("duration_s"),
             params=params, knobs=" ".join(knob_tokens(params, steps)),
-            predicted=dict(t.user_attrs.get(PREDICTED_ATTR) or {}), job_dir=t.user_attrs.get("job_dir")))
+            predicted=dict(t.user_attrs.get(PREDICTED_ATTR) or {}), job_dir=t.user_attrs.get("job_dir"),
+            excerpt=t.user_attrs.get("excerpt"), phase=t.user_attrs.get(PHASE_ATTR) or None,
+            ruled_out_by=_int(t.user_attrs.get(RULED_OUT_ATTR)), backend=t.user_attrs.get("backend")))
     n_objectives = len(study.directions)
     objectives = list(objectives or study.user_attrs.get(OBJECTIVES_ATTR) or ["objective"])[:n_objectives]
     objectives += [f"objective_{i}" for i in range(len(objectives), n_objectives)]
     total = study.user_attrs.get(N_TRIALS_ATTR)
-    return Sweep(study, rows, objectives, int(total) if total is not None else None, names, steps)
+    return Sweep(study, rows, objectives, int(total) if total is not None else None, names, steps, dists)
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value) if value is not None and value != "" else None
+    except (TypeError, ValueError):
+        return None

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from verlsweep.report.data import PREDICTED_PEAK, PREDICTED_TOK_S, Row, Sweep
+from verlsweep.report.frontier import Combo, Side, combos, region_text
 from verlsweep.report.plots import Plot, draw
 
 REPORT_HTML = "report.html"
@@ -56,13 +57,23 @@ def text_summary(sweep: Sweep, sweep_dir: Path | None = None) -> str:
         lines.append(f"best trial {best.number}: " + ", ".join(
             f"{n}={_num(v)}" for n, v in zip(sweep.objectives, best.values)))
         lines += [f"  {k}={sweep.shown(k, v)}" for k, v in best.params.items()]
-    for f in sweep.frontier():
-        lines.append(f"tp={f['tp']}: highest util that fit {_util(sweep, f['highest_fit'])}, "
-                     f"lowest that did not {_util(sweep, f['lowest_oom'])} ({f['trials']} trials)")
+    for c in combos(sweep):
+        sides = [(what, side) for what, side in (("completed up to", c.highest_fit), ("failed above at", c.failed_above),
+                                                  ("failed below at", c.failed_below)) if side is not None]
+        if sides:     # a combination with only pruned or crashed trials says nothing about memory
+            lines.append(f"{c.label}: " + "; ".join(f"{what} {_side(sweep, side, brief=True)}" for what, side in sides))
     if launch_command(sweep, sweep_dir):
         folder = sweep_dir or sweep.sweep_dir()
         lines.append(f"launch the long run: bash {folder / BEST_LAUNCH}")
     return "\n".join(lines)
+
+
+def _side(sweep: Sweep, side: Side | None, brief: bool = False) -> str:
+    """`0.85 (t07: OOM at vLLM start)`; `-` for no such trial."""
+    if side is None:
+        return "-"
+    why = side.brief if brief else side.reason
+    return f"{_util(sweep, side.util)} (t{side.trial:02d}{': ' + why if why else ''})"
 
 
 def _table(head: list[str], rows: list[list[str]], left: set[int], best_rows: set[int] = frozenset()) -> str:
@@ -75,11 +86,13 @@ def _table(head: list[str], rows: list[list[str]], left: set[int], best_rows: se
 
 
 def _trials_table(sweep: Sweep, best: Row | None) -> str:
-    head = ["#", "outcome", *sweep.objectives, "peak GB", "s", *[sweep.short(p) for p in sweep.param_names]]
+    # runner=estimate: the peak is the planner's, and the same for every trial of one model
+    peak = "predicted peak GB" if sweep.estimated() else "peak GB"
+    head = ["#", "outcome", *sweep.objectives, peak, "s", *[sweep.short(p) for p in sweep.param_names]]
     rows, marks = [], set()
     for i, r in enumerate(sweep.rows):
         values = [_num(v) for v in r.values] if r.values else ["-"] * len(sweep.objectives)
-        rows.append([str(r.number), r.outcome, *values, _num(r.peak_gb, ".1f"), _num(r.duration_s, ".1f"),
+        rows.append([str(r.number), r.shown_outcome, *values, _num(r.peak_gb, ".1f"), _num(r.duration_s, ".1f"),
                      *[sweep.shown(p, r.params[p]) if p in r.params else "" for p in sweep.param_names]])
         if best is not None and r.number == best.number:
             marks.add(i)
@@ -88,21 +101,30 @@ def _trials_table(sweep: Sweep, best: Row | None) -> str:
 
 def _predictions_table(sweep: Sweep) -> str:
     head = ["#", "outcome", "knobs", "predicted tok/s", sweep.objectives[0], "predicted peak GB", "peak GB"]
-    rows = [[str(r.number), r.outcome, r.knobs, _num(r.predicted.get(PREDICTED_TOK_S)),
+    rows = [[str(r.number), r.shown_outcome, r.knobs, _num(r.predicted.get(PREDICTED_TOK_S)),
              _num(r.values[0]) if r.values else "-", _num(r.predicted.get(PREDICTED_PEAK), ".1f"),
              _num(r.peak_gb, ".1f")] for r in sweep.rows if r.predicted]
     if not rows:
         return "<p class='note'>no trial carries the planner's prediction</p>"
+    if sweep.estimated():
+        # runner=estimate measures nothing: its objective and peak are these predictions again
+        return ("<p class='note'>runner=estimate: the objective and peak are the planner's prediction</p>"
+                + _table(head[:-2] + ["predicted peak GB"], [r[:4] + [r[5]] for r in rows], {1, 2}))
     return _table(head, rows, {1, 2})
 
 
-def _frontier_table(sweep: Sweep) -> str:
-    rows = [[str(f["tp"]), _util(sweep, f["highest_fit"]), _util(sweep, f["lowest_oom"]), str(f["trials"])]
-            for f in sweep.frontier()]
-    if not rows:
-        return "<p class='note'>the search space does not vary rollout TP and gpu_memory_utilization</p>"
-    return _table(["tp", "highest util that completed", "lowest util that did not fit (oom/infeasible)", "trials"],
-                  rows, set())
+def _frontier_tables(sweep: Sweep, items: list[Combo]) -> str:
+    if not items:
+        return "<p class='note'>the search space does not vary gpu_memory_utilization</p>"
+    band = _table(["tp / offloads", "highest util that completed", "lowest util above it that failed (why)",
+                   "highest util below the band that failed (why)", "trials"],
+                  [[c.label, _side(sweep, c.highest_fit), _side(sweep, c.failed_above), _side(sweep, c.failed_below),
+                    str(c.trials)] for c in items], {0, 1, 2, 3})
+    shown = lambda u: _util(sweep, u)  # noqa: E731
+    proven = [[c.label, region_text(r, c.grid, shown)] for c in items for r in c.regions]
+    regions = (_table(["tp / offloads", "what the finished trials prove (verlsweep.infer.rules)"], proven, {0, 1})
+               if proven else "<p class='note'>no finished trial proves anything about its neighbours yet</p>")
+    return f"{band}<h3>Proven fit / proven fail</h3>{regions}"
 
 
 def _plot_section(plot: Plot) -> str:
@@ -125,8 +147,10 @@ def render(sweep: Sweep, plots: list[Plot], sweep_dir: Path | None) -> str:
         values = ", ".join(f"{n} = {_num(v)}" for n, v in zip(sweep.objectives, best.values))
         knobs = "".join(f"{k}={sweep.shown(k, v)}\n" for k, v in best.params.items())
         best_html = f"<p>trial {best.number} ({html.escape(best.knobs)}): {html.escape(values)}</p><pre>{html.escape(knobs)}</pre>"
-    launch_html = (f"<h3>Launch command (best_launch.sh)</h3><pre id='launch'>{html.escape(launch)}</pre>" if launch
-                   else "<p class='note'>no best_launch.sh yet</p>")
+    # collapsed, after the plots: a ~60-line script must not fill the first screen
+    launch_html = (f"<details id='launch-details'><summary>Launch command (best_launch.sh, "
+                   f"{len(launch.splitlines())} lines)</summary><pre id='launch'>{html.escape(launch)}</pre></details>"
+                   if launch else "<p class='note'>no best_launch.sh yet</p>")
     plotly = ""
     if any(p.html for p in plots):
         from plotly.offline import get_plotlyjs
@@ -135,9 +159,10 @@ def render(sweep: Sweep, plots: list[Plot], sweep_dir: Path | None) -> str:
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>verlsweep: {html.escape(sweep.study.study_name)}"
             f"</title><style>{_STYLE}</style>{plotly}</head><body>"
             f"<h1>{html.escape(sweep.study.study_name)}</h1><p>{html.escape(status_text(sweep))}</p>"
-            f"<h2>Best config</h2>{best_html}{launch_html}"
+            f"<h2>Best config</h2>{best_html}"
             f"<h2>Plots</h2>{''.join(_plot_section(p) for p in plots)}"
-            f"<h2>OOM frontier per TP</h2>{_frontier_table(sweep)}"
+            f"<h2>Launch the long run</h2>{launch_html}"
+            f"<h2>OOM frontier per TP</h2>{_frontier_tables(sweep, combos(sweep))}"
             f"<h2>Planner's predictions and the measurements</h2>{_predictions_table(sweep)}"
             f"<h2>Trials</h2>{_trials_table(sweep, best)}</body></html>")
 

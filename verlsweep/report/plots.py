@@ -2,9 +2,10 @@
 an interactive HTML fragment for the report.
 
 Optuna's visualization module draws what it has (optimization history with the best-so-far line,
-parallel coordinates, parameter importance), on the measured trials only; the two plots it has no
-function for are drawn here: objective vs gpu_memory_utilization by outcome per TP, and measured vs
-predicted peak HBM.
+parallel coordinates, parameter importance), on the measured trials only; the plots it has no
+function for are drawn here: objective vs gpu_memory_utilization per TP (failures on their own strip),
+the proven fit / fail regions per TP and offloads, and measured vs predicted peak HBM (not for
+runner=estimate, whose peaks are the prediction).
 """
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from typing import Any, Callable
 
 from optuna.trial import TrialState
 
-from verlsweep.report.data import PREDICTED_PEAK, TP_SUFFIX, UTIL_SUFFIX, Sweep
+from verlsweep.report.data import ESTIMATE, PREDICTED_PEAK, TP_SUFFIX, UTIL_SUFFIX, Sweep
+from verlsweep.report.frontier import combos
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +26,7 @@ PLOTS_DIR = "plots"
 OUTCOME_COLORS = {
     "completed": "#2b8a3e", "pruned": "#868e96", "oom": "#e03131", "infeasible": "#f08c00",
     "hccl_timeout": "#7048e8", "hang": "#1971c2", "timeout": "#1098ad", "crash": "#000000",
-    "config_error": "#c2255c", "no_devices": "#5c940d",
+    "config_error": "#c2255c", "no_devices": "#5c940d", "ruled out": "#ae3ec9",
 }
 
 
@@ -46,10 +48,11 @@ def _matplotlib() -> Any:
     return plt
 
 
-def _save(fig: Any, path: Path) -> Path:
+def _save(fig: Any, path: Path, layout: bool = True) -> Path:
     plt = _matplotlib()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    if layout:
+        fig.tight_layout()
+    fig.savefig(path, dpi=110, bbox_inches="tight")     # legends placed outside the axes stay in
     plt.close(fig)
     return path
 
@@ -98,41 +101,116 @@ def importance(sweep: Sweep, out: Path) -> Plot:
                         "plot_param_importances")
 
 
-def util_by_tp(sweep: Sweep, out: Path) -> Plot:
-    """Objective vs gpu_memory_utilization, one panel per TP, coloured by outcome: the OOM cliff.
-    Trials without a measurement sit on the zero line in their outcome's colour."""
-    plot = Plot("util_by_tp", f"{sweep.objectives[0]} vs gpu_memory_utilization by outcome, per TP")
+def util_by_tp_figure(sweep: Sweep) -> Any:
+    """Objective vs gpu_memory_utilization, one column per TP: measured trials on top (the OOM cliff),
+    the trials without a measurement (failed, pruned) as marks on a strip below, one row per outcome,
+    so no failure is drawn as a fake objective. The legend sits outside the panels. None: no util swept.
+    Axes are labelled `tp=<tp> measured` / `tp=<tp> not measured` (what the tests read)."""
     rows = [r for r in sweep.rows if r.param(UTIL_SUFFIX) is not None and r.outcome != "running"]
     if not rows:
-        plot.note = "the search space does not vary gpu_memory_utilization"
-        return plot
+        return None
     plt = _matplotlib()
     tps = sorted({r.param(TP_SUFFIX) for r in rows}, key=lambda x: (x is None, x))
-    fig, axes = plt.subplots(1, len(tps), figsize=(max(4.0 * len(tps), 6.0), 4.2), sharey=True, squeeze=False)
-    for ax, tp in zip(axes[0], tps):
-        for outcome in sorted({r.outcome for r in rows}):
-            sel = [r for r in rows if r.param(TP_SUFFIX) == tp and r.outcome == outcome]
-            if sel:
-                ax.scatter([r.param(UTIL_SUFFIX) for r in sel], [r.values[0] if r.values else 0.0 for r in sel],
-                           label=outcome, color=OUTCOME_COLORS.get(outcome, "#495057"),
-                           marker="o" if outcome == "completed" else "x", s=36)
-        ax.set_title(f"tp={tp}" if tp is not None else "tp fixed")
-        ax.set_xlabel("util")
-        ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel(sweep.objectives[0])
-    handles = {h.get_label(): h for ax in axes[0] for h in ax.collections}
-    fig.legend(list(handles.values()), list(handles), loc="upper right", fontsize=8)
+    unmeasured = sorted({r.shown_outcome if r.ruled_out_by is None else "ruled out" for r in rows if not r.values})
+    fig, axes = plt.subplots(2, len(tps), figsize=(max(3.6 * len(tps), 6.0) + 1.6, 5.2), sharex="col",
+                             sharey="row", squeeze=False,
+                             gridspec_kw={"height_ratios": [4, max(1, len(unmeasured)) * 0.45 + 0.3]})
+    for col, tp in enumerate(tps):
+        top, strip = axes[0][col], axes[1][col]
+        name = f"tp={tp}" if tp is not None else "tp fixed"
+        top.set_label(f"{name} measured")
+        strip.set_label(f"{name} not measured")
+        sel = [r for r in rows if r.param(TP_SUFFIX) == tp]
+        done = [r for r in sel if r.values]
+        if done:
+            top.scatter([r.param(UTIL_SUFFIX) for r in done], [r.values[0] for r in done], label="completed",
+                        color=OUTCOME_COLORS["completed"], marker="o", s=36)
+        for y, outcome in enumerate(unmeasured):
+            hit = [r for r in sel if not r.values
+                   and (r.shown_outcome if r.ruled_out_by is None else "ruled out") == outcome]
+            if hit:
+                strip.scatter([r.param(UTIL_SUFFIX) for r in hit], [y] * len(hit), label=outcome,
+                              color=OUTCOME_COLORS.get(outcome, "#495057"), marker="x", s=36)
+        top.set_title(name)
+        top.grid(alpha=0.3)
+        strip.set_yticks(range(len(unmeasured)), unmeasured, fontsize=8)
+        strip.set_ylim(-0.6, max(len(unmeasured), 1) - 0.4)
+        strip.set_xlabel("util")
+        strip.grid(alpha=0.3, axis="x")
+    axes[0][0].set_ylabel(sweep.objectives[0] + (" (predicted)" if sweep.estimated() else ""))
+    handles = {h.get_label(): h for ax in axes.flat for h in ax.collections}
+    fig.tight_layout(rect=(0, 0, 1 - 1.4 / fig.get_figwidth(), 1))
+    # outside the panels, right of the last column: it never covers a point
+    fig.legend(list(handles.values()), list(handles), loc="center left", bbox_to_anchor=(1 - 1.35 / fig.get_figwidth(), 0.5),
+               fontsize=8, frameon=False)
+    return fig
+
+
+def util_by_tp(sweep: Sweep, out: Path) -> Plot:
+    plot = Plot("util_by_tp", f"{sweep.objectives[0]} vs gpu_memory_utilization per TP "
+                              "(failed and pruned trials on the strip below)")
+    fig = util_by_tp_figure(sweep)
+    if fig is None:
+        plot.note = "the search space does not vary gpu_memory_utilization"
+        return plot
+    plot.png = _save(fig, out / f"{plot.name}.png", layout=False)
+    return plot
+
+
+VERDICT_COLORS = {"fit": "#b2f2bb", "fail": "#ffc9c9", "unknown": "#f8f9fa"}
+
+
+def frontier_figure(sweep: Sweep) -> Any:
+    """Per TP/offload combination (rows) and util (columns): what the finished trials prove (green fit,
+    red fail, grey unknown; verlsweep.infer.rules) with each trial on top as a mark of its outcome.
+    None: no util swept."""
+    items = combos(sweep)
+    if not items:
+        return None
+    plt = _matplotlib()
+    grid = items[0].grid
+    width = (grid[1] - grid[0]) if len(grid) > 1 else 0.05
+    fig, ax = plt.subplots(figsize=(9, 1.2 + 0.42 * len(items)))
+    for y, combo in enumerate(items):
+        for util, d in zip(grid, combo.verdicts):
+            ax.add_patch(plt.Rectangle((util - width / 2, y - 0.4), width, 0.8, color=VERDICT_COLORS[d.verdict],
+                                       linewidth=0))
+        for r in combo.rows:
+            outcome = "ruled out" if r.ruled_out_by is not None else r.outcome
+            ax.scatter([r.param(UTIL_SUFFIX)], [y], marker="o" if outcome == "completed" else "x", s=30,
+                       color=OUTCOME_COLORS.get(outcome, "#495057"), label=outcome, zorder=3)
+    ax.set_yticks(range(len(items)), [c.label for c in items], fontsize=8)
+    ax.set_ylim(len(items) - 0.4, -0.6)          # the first combination (smallest TP, fewest offloads) on top
+    ax.set_xlim(grid[0] - width, grid[-1] + width)
+    ax.set_xlabel("util")
+    keys = [plt.Rectangle((0, 0), 0, 0, color=color, label=f"proven {verdict}" if verdict != "unknown" else "not proven")
+            for verdict, color in VERDICT_COLORS.items()]
+    handles = {h.get_label(): h for h in [*ax.collections, *keys]}
+    ax.legend(list(handles.values()), list(handles), loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8,
+              frameon=False)
+    return fig
+
+
+def frontier(sweep: Sweep, out: Path) -> Plot:
+    plot = Plot("frontier", "OOM frontier: proven fit / proven fail per TP and offloads")
+    fig = frontier_figure(sweep)
+    if fig is None:
+        plot.note = "the search space does not vary gpu_memory_utilization"
+        return plot
     plot.png = _save(fig, out / f"{plot.name}.png")
     return plot
 
 
 def memory(sweep: Sweep, out: Path) -> Plot:
-    """Measured vs predicted peak HBM per trial (GiB per device), with the line where they agree."""
+    """Measured vs predicted peak HBM per trial (GiB per device), with the line where they agree. Trials
+    of runner=estimate are left out: their "measured" peak is the prediction itself."""
     plot = Plot("memory", "Measured vs predicted peak HBM per trial (GiB per device)")
     rows = [r for r in sweep.rows if r.peak_gb is not None and r.predicted.get(PREDICTED_PEAK) is not None
-            and r.outcome not in ("infeasible", "running")]
+            and r.outcome not in ("infeasible", "running") and r.backend != ESTIMATE]
     if not rows:
-        plot.note = "no trial has both a measured peak and the planner's prediction"
+        plot.note = ("runner=estimate: every peak is the planner's prediction, so measured = predicted"
+                     if any(r.backend == ESTIMATE for r in sweep.rows)
+                     else "no trial has both a measured peak and the planner's prediction")
         return plot
     plt = _matplotlib()
     fig, ax = plt.subplots(figsize=(6.5, 5))
@@ -151,7 +229,7 @@ def memory(sweep: Sweep, out: Path) -> Plot:
     return plot
 
 
-PLOTS: tuple[Callable[[Sweep, Path], Plot], ...] = (history, util_by_tp, parallel, importance, memory)
+PLOTS: tuple[Callable[[Sweep, Path], Plot], ...] = (history, util_by_tp, frontier, parallel, importance, memory)
 
 
 def draw(sweep: Sweep, out_dir: Path) -> list[Plot]:
