@@ -46,7 +46,8 @@ def _sweep(tmp_path: Path, store: Path, fixtures: tuple[Path, Path], peak_gb: in
     runs = {int(r.data.tags["trial.number"]): r for r in client.search_runs(
         [e.experiment_id for e in client.search_experiments()]) if "trial.number" in r.data.tags}
     assert survivors(mark) == []
-    return {"proc": proc, "rows": rows, "runs": runs, "logs": sorted(tmp_path.rglob("trial.log"))}
+    report = (tmp_path / "sweep" / "report.html").read_text()
+    return {"proc": proc, "rows": rows, "runs": runs, "logs": sorted(tmp_path.rglob("trial.log")), "report": report}
 
 
 def test_an_oom_at_vllm_start_rules_out_every_higher_util_of_its_combination_without_a_launch(
@@ -65,6 +66,9 @@ def test_an_oom_at_vllm_start_rules_out_every_higher_util_of_its_combination_wit
         assert "vllm start" in runs[n].data.tags["trial.reason"]
         assert "objective" not in runs[n].data.metrics
     assert runs[4].data.tags["trial.outcome"] == "completed"
+    # the report's proven regions, with their evidence
+    assert "fails at util &gt;= 0.8: proven by trial 0" in got["report"], got["report"][-3000:]
+    assert "ruled out by trial 0" in got["report"]
 
 
 def test_a_training_oom_rules_out_every_util_of_its_combination_but_not_one_with_more_offload(
@@ -75,3 +79,4 @@ def test_a_training_oom_rules_out_every_util_of_its_combination_but_not_one_with
         ("oom", "training", ""), ("infeasible", "", "0"), ("infeasible", "", "0"), ("completed", "", "")]
     assert len(got["logs"]) == 2
     assert "training" in got["runs"][1].data.tags["trial.reason"]
+    assert "fails at every util: proven by trial 0" in got["report"], got["report"][-3000:]

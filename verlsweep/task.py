@@ -52,22 +52,38 @@ def dry_run(cfg: DictConfig) -> None:
 
 
 def _verdict_line(cfg: DictConfig) -> str:
+    """The planner's HBM verdict, said to be about the hardware profile's devices (a dry run often runs
+    on a laptop for a node)."""
+    about = f"hardware={OmegaConf.select(cfg, 'hardware.name', default='?')}, predicted"
     try:
         verdict = plan.plan_cfg(cfg)
     except plan.NotPlannable as exc:
-        return f"no prediction ({exc})"
+        return f"({about}) no prediction ({exc})"
     blocked = " - a real run would not launch it (plan.enforce)" if plan.blocks_launch(cfg, verdict) else ""
-    return verdict.summary() + blocked
+    return f"({about}) {verdict.summary()}{blocked}"
 
 
 def _cpu_line(cfg: DictConfig, runs_here: bool) -> str:
-    """The planner's Ray CPU check as a comment line ('' when the CPUs are unknown)."""
-    check = ray_demand.check(cfg, local=runs_here)
-    if check is None:
+    """The planner's Ray CPU check as a comment line, naming the machine it is about ('' when nothing
+    can be checked). CPUs stated in the config (hardware.cpus, ray_init.num_cpus) are the node's: a
+    verdict. Otherwise only this machine's CPUs are known, and a dry run may be on a laptop for a node:
+    say so rather than call the node's profile infeasible."""
+    stated = ray_demand.check(cfg, local=False)
+    if stated is not None:
+        blocked = not stated.ok and plan.blocks_launch(cfg, plan.Preflight(None, stated))
+        return (f"# planner Ray CPUs (hardware={OmegaConf.select(cfg, 'hardware.name', default='?')}, as stated): "
+                f"{'ok' if stated.ok else 'infeasible'}: {stated.message()}"
+                + (" - a real run would not launch it (plan.enforce)" if blocked else "") + "\n")
+    if not runs_here:
         return ""
-    blocked = not check.ok and plan.blocks_launch(cfg, plan.Preflight(None, check))
-    return (f"# planner Ray CPUs: {'ok' if check.ok else 'infeasible'}: {check.message()}"
-            + (" - a real run would not launch it (plan.enforce)" if blocked else "") + "\n")
+    here = ray_demand.check(cfg, local=True)
+    if here is None:
+        return ""
+    host = os.uname().nodename
+    if here.ok:
+        return f"# planner Ray CPUs (this machine, {host}): ok: {here.message()}\n"
+    return (f"# planner Ray CPUs (this machine, {host}): too few here: {here.message()}. A run on {host} would "
+            f"not launch (plan.enforce); on another node its CPUs decide: set hardware.cpus to check them\n")
 
 
 def hardware_name_warning(cfg: DictConfig, choice: str | None) -> str | None:
