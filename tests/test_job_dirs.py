@@ -69,3 +69,14 @@ def test_a_resumed_study_names_new_trial_dirs_by_number_and_links_them_from_its_
     assert (first / "1").is_symlink() and not Path(str((first / "1").readlink())).is_absolute()
     assert [_trial_of(first / n) for n in ("0", "1")] == [0, 1]
     assert {t.number: Path(t.user_attrs["job_dir"]).name for t in _trials(tmp_path)} == {0: "0", 1: "1"}
+
+
+def test_a_second_study_in_the_same_fixed_sweep_dir_never_writes_into_the_first_ones_trial_dirs(store, tmp_path):
+    fixed = f"hydra.sweep.dir={tmp_path / 'sweep'}"
+    _sweep(tmp_path, store, fixed, f"hydra.sweeper.enqueue=[{{{UTIL}:0.6}}]", "hydra.sweeper.n_trials=1")
+    _sweep(tmp_path, store, fixed, f"hydra.sweeper.enqueue=[{{{UTIL}:0.5}}]", "hydra.sweeper.n_trials=1",
+           "hydra.sweeper.study_name=other")
+    sweep_dir = tmp_path / "sweep"
+    assert sorted(p.parent.name for p in sweep_dir.glob("*/command.json")) == ["0", "0-other"]
+    assert f"{UTIL.split('.', 1)[1]}=0.6" in json.loads((sweep_dir / "0" / "command.json").read_text())["argv"]
+    assert f"{UTIL.split('.', 1)[1]}=0.5" in json.loads((sweep_dir / "0-other" / "command.json").read_text())["argv"]
