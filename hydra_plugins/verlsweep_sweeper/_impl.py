@@ -24,7 +24,7 @@ from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
-from hydra_plugins.verlsweep_sweeper import (_enqueue, _guide, _outputs, _progress, _reconcile, _results, _reuse,
+from hydra_plugins.verlsweep_sweeper import (_enqueue, _guide, _job_dirs, _outputs, _progress, _reconcile, _results, _reuse,
                                              _space, _study, _tracking, _view)
 from hydra_plugins.verlsweep_sweeper._space import SearchSpaceError
 from verlsweep.common.errors import ConfigError, Problem, full_traceback_wanted
@@ -91,6 +91,7 @@ class VerlSweepImpl(Sweeper):
         self._progress: _progress.Progress | None = None
         self._view: _view.SweepView | None = None
         self._dry_run = False
+        self._home: Path | None = None     # the study's home dir (_job_dirs.home)
 
     # --- Sweeper API -------------------------------------------------------------------------------
 
@@ -140,11 +141,15 @@ class VerlSweepImpl(Sweeper):
         self.sweep_dir.mkdir(parents=True, exist_ok=True)
         if url:
             study.set_user_attr(_outputs.SWEEP_DIR_ATTR, str(self.sweep_dir.resolve()))
+            self._home = _job_dirs.home(study, self.sweep_dir)
+            if self._home != self.sweep_dir.resolve():
+                log.info("verlsweep: study %s's trial dirs: %s (this sweep's new ones are linked there)",
+                         name, self._home)
         if not dry_run:      # what the report and `--status` read back
             study.set_user_attr(N_TRIALS_ATTR, n_trials)
             study.set_user_attr(OBJECTIVES_ATTR, list(self.objectives))
         OmegaConf.save(self.config, self.sweep_dir / "multirun.yaml")
-        # a resumed sweep in the same dir never reuses a job dir: a dead sweep's trial files are its record
+        # Hydra's job number (dirs are named by trial number, _job_dirs); kept growing across resumes
         self.job_idx = 1 + max((int(d.name) for d in self.sweep_dir.iterdir() if d.name.isdigit()), default=-1)
         self._progress = _progress.Progress(n_trials, {k: getattr(d, "step", None) for k, d in
                                                        space.distributions.items()}, self.objectives[0])
@@ -290,7 +295,8 @@ class VerlSweepImpl(Sweeper):
         for key, value in {"trial.number": trial.number, **label, **links}.items():
             plus = "" if OmegaConf.select(self.config, key, default="__missing__") != "__missing__" else "+"
             out.append(f"{plus}{key}={format_value(value)}")
-        return out + self._quiet
+        sub = _job_dirs.subdir(self.sweep_dir, trial.number, str(links.get("trial.study_name", "")))
+        return out + [_job_dirs.override(sub)] + self._quiet
 
     def _compose_trial(self, overrides: list[str]) -> DictConfig:
         """The config a job with these overrides gets, as Hydra's run_job hands it to the task."""
@@ -403,6 +409,8 @@ class VerlSweepImpl(Sweeper):
                     continue
                 launch.append(overrides)
                 launched.append(trial)
+                if self._home is not None:
+                    _job_dirs.link(self._home, self.sweep_dir, _job_dirs.subdir_of(overrides) or str(trial.number))
             if launch:
                 try:
                     returns = list(self.launcher.launch(launch, initial_job_idx=self.job_idx))

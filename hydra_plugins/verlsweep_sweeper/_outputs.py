@@ -34,7 +34,8 @@ BEST_YAML = "best.yaml"
 BEST_LAUNCH = "best_launch.sh"
 # overrides that tie a job to the sweep; a long run is a single run
 _SWEEP_ONLY = ("trial.number=", "trial.study_name=", "trial.storage=", "trial.label=", "trial.name=",
-               "tracking.parent_run_id=", "+trial.", "+tracking.parent_run_id=", "++hydra.job_logging.")
+               "tracking.parent_run_id=", "+trial.", "+tracking.parent_run_id=", "++hydra.job_logging.",
+               "hydra.sweep.subdir=")
 
 
 def _write(path: Path, text: str, mode: int | None = None) -> None:
