@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import time
 from importlib.metadata import version
 from pathlib import Path
 
@@ -194,9 +195,45 @@ def test_without_network_to_an_index_it_says_which_and_how_to_point_elsewhere(tm
         env.update(VERLSWEEP_TORCH_INDEX="none", VERLSWEEP_TORCH_FIND_LINKS=str(wheels))
 
     line = _one_clear_line(_run(repo, env=env))
-    assert f"pip's output: {tmp_path}" in line
-    if unreachable == "torch":
-        assert f"cannot get torch from {UNREACHABLE}/whl/cpu" in line and "VERLSWEEP_TORCH_INDEX" in line
+    if unreachable == "torch":   # the index itself is asked, before pip
+        assert f"cannot reach VERLSWEEP_TORCH_INDEX={UNREACHABLE}/whl/cpu" in line and "FIND_LINKS" in line
     else:
+        assert f"pip's output: {tmp_path}" in line
         assert "cannot get setuptools from pip's package index" in line and "PIP_INDEX_URL" in line
     assert not (venv / "verlsweep-quickstart.stamp").exists()
+
+
+@pytest.mark.parametrize("index", [f"{UNREACHABLE}/whl/cpu", "https://download.pytorch.invalid/whl/cpu"])
+def test_an_unreachable_chosen_torch_index_stops_it_in_seconds_even_where_pip_finds_torch_elsewhere(tmp_path, index):
+    # pip keeps its configuration (find-links, extra indexes): through those it would find torch and
+    # retry the dead index for minutes first, one `Retrying` line at a time
+    repo = _copy_repo(tmp_path / "clone", only=(SCRIPT, "pyproject.toml"))
+    venv = _overlay_venv(tmp_path / "venv", fake_pip=False)
+    started = time.monotonic()
+    proc = _run(repo, "test", "--version", env=_env(VERLSWEEP_VENV=str(venv), VERLSWEEP_TORCH_INDEX=index),
+                timeout=60)
+    line = _one_clear_line(proc)
+    assert time.monotonic() - started < 20
+    assert f"cannot reach VERLSWEEP_TORCH_INDEX={index}" in line
+    assert "VERLSWEEP_TORCH_FIND_LINKS" in line
+    assert "Retrying" not in proc.stdout + proc.stderr
+    assert not (venv / "verlsweep-quickstart.stamp").exists()
+
+
+def test_an_unreachable_default_torch_index_is_one_line_and_torch_comes_from_pips_own_index(tmp_path):
+    repo = _copy_repo(tmp_path / "clone", only=(SCRIPT, "pyproject.toml"))
+    venv = _overlay_venv(tmp_path / "venv", fake_pip=True)
+    dead_proxy = {k: f"{UNREACHABLE}" for k in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy")}
+    env = {k: v for k, v in _env(VERLSWEEP_VENV=str(venv), **dead_proxy).items() if k.lower() != "no_proxy"}
+    started = time.monotonic()
+    proc = _run(repo, "test", "--version", env=env, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert time.monotonic() - started < 30
+    said = [ln for ln in proc.stdout.splitlines() if "download.pytorch.org" in ln]
+    assert len(said) == 1, proc.stdout
+    assert "unreachable" in said[0] and "pip's own index" in said[0]
+    assert "VERLSWEEP_TORCH_INDEX" in said[0] and "VERLSWEEP_TORCH_FIND_LINKS" in said[0]
+    [torch] = [c["args"] for c in _pip_calls(venv) if "install" in c["args"] and "torch==2.13.0" in c["args"]]
+    assert "--index-url" not in torch
+    # the stamp keeps what was asked for: a later run with the index back installs nothing again
+    assert "https://download.pytorch.org/whl/cpu" in (venv / "verlsweep-quickstart.stamp").read_text()
