@@ -121,6 +121,9 @@ def test_quickstart_runs_the_estimate_sweep_prints_the_mlflow_line_and_installs_
     second = _run(repo, "hydra.sweeper.n_trials=3", env=env, timeout=900)
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
     assert f"quickstart: environment up to date ({venv}/bin/python)" in second.stdout
+    assert "complete: 3/3 trials" in second.stdout                  # a re-run of the finished study
+    assert f"results: {trials.parent} (trials.csv" in second.stdout   # names the sweep dir itself
+    assert "printed above" not in second.stdout
     assert "installing" not in second.stdout
     assert _pip_calls(venv) == calls_before
     assert f"mlflow ui --backend-store-uri sqlite:///{repo}/mlflow.db" in second.stdout
