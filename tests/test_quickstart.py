@@ -240,3 +240,18 @@ def test_an_unreachable_default_torch_index_is_one_line_and_torch_comes_from_pip
     assert "--index-url" not in torch
     # the stamp keeps what was asked for: a later run with the index back installs nothing again
     assert "https://download.pytorch.org/whl/cpu" in (venv / "verlsweep-quickstart.stamp").read_text()
+
+
+@pytest.mark.slow
+def test_installing_the_project_shows_no_setuptools_box(tmp_path):
+    # the real pip builds the project's editable wheel (setuptools' "Editable installation" notice is
+    # relayed by pip >= 25 as a BuildBackendWarning box); no dependencies: this interpreter has them
+    repo = _copy_repo(tmp_path / "clone", only=(SCRIPT, "pyproject.toml", "README.md"))
+    venv = _overlay_venv(tmp_path / "venv", fake_pip=False)
+    env = _env(VERLSWEEP_VENV=str(venv), VERLSWEEP_TORCH_INDEX="pypi", PIP_NO_DEPS="1")
+    proc = _run(repo, "test", "--version", env=env, timeout=600)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    assert "quickstart: installing the project with extras verl,test" in proc.stdout
+    assert "BuildBackendWarning" not in out and "Editable installation" not in out
+    assert "WARNING" not in out
