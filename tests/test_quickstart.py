@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import time
 from importlib.metadata import version
 from pathlib import Path
 
@@ -106,7 +107,8 @@ def test_quickstart_runs_the_estimate_sweep_prints_the_mlflow_line_and_installs_
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     installs = [c["args"] for c in _pip_calls(venv) if "install" in c["args"]]
     assert [a[-1] for a in installs] == ["pip", "torch==2.13.0", ".[verl,test]"]
-    if platform.system() == "Linux":   # PyPI's Linux torch is the CUDA build
+    # PyPI's Linux torch is the CUDA build; where PyTorch's index is unreachable, one line said so
+    if platform.system() == "Linux" and "download.pytorch.org/whl/cpu is unreachable" not in first.stdout:
         assert "https://download.pytorch.org/whl/cpu" in installs[1]
     assert "quickstart: installing the project with extras verl,test" in first.stdout
     [trials] = (repo / "outputs" / "sweeps").glob("*/trials.csv")
@@ -120,6 +122,9 @@ def test_quickstart_runs_the_estimate_sweep_prints_the_mlflow_line_and_installs_
     second = _run(repo, "hydra.sweeper.n_trials=3", env=env, timeout=900)
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
     assert f"quickstart: environment up to date ({venv}/bin/python)" in second.stdout
+    assert "complete: 3/3 trials" in second.stdout                  # a re-run of the finished study
+    assert f"results: {trials.parent} (trials.csv" in second.stdout   # names the sweep dir itself
+    assert "printed above" not in second.stdout
     assert "installing" not in second.stdout
     assert _pip_calls(venv) == calls_before
     assert f"mlflow ui --backend-store-uri sqlite:///{repo}/mlflow.db" in second.stdout
@@ -194,9 +199,60 @@ def test_without_network_to_an_index_it_says_which_and_how_to_point_elsewhere(tm
         env.update(VERLSWEEP_TORCH_INDEX="none", VERLSWEEP_TORCH_FIND_LINKS=str(wheels))
 
     line = _one_clear_line(_run(repo, env=env))
-    assert f"pip's output: {tmp_path}" in line
-    if unreachable == "torch":
-        assert f"cannot get torch from {UNREACHABLE}/whl/cpu" in line and "VERLSWEEP_TORCH_INDEX" in line
+    if unreachable == "torch":   # the index itself is asked, before pip
+        assert f"cannot reach VERLSWEEP_TORCH_INDEX={UNREACHABLE}/whl/cpu" in line and "FIND_LINKS" in line
     else:
+        assert f"pip's output: {tmp_path}" in line
         assert "cannot get setuptools from pip's package index" in line and "PIP_INDEX_URL" in line
     assert not (venv / "verlsweep-quickstart.stamp").exists()
+
+
+@pytest.mark.parametrize("index", [f"{UNREACHABLE}/whl/cpu", "https://download.pytorch.invalid/whl/cpu"])
+def test_an_unreachable_chosen_torch_index_stops_it_in_seconds_even_where_pip_finds_torch_elsewhere(tmp_path, index):
+    # pip keeps its configuration (find-links, extra indexes): through those it would find torch and
+    # retry the dead index for minutes first, one `Retrying` line at a time
+    repo = _copy_repo(tmp_path / "clone", only=(SCRIPT, "pyproject.toml"))
+    venv = _overlay_venv(tmp_path / "venv", fake_pip=False)
+    started = time.monotonic()
+    proc = _run(repo, "test", "--version", env=_env(VERLSWEEP_VENV=str(venv), VERLSWEEP_TORCH_INDEX=index),
+                timeout=60)
+    line = _one_clear_line(proc)
+    assert time.monotonic() - started < 20
+    assert f"cannot reach VERLSWEEP_TORCH_INDEX={index}" in line
+    assert "VERLSWEEP_TORCH_FIND_LINKS" in line
+    assert "Retrying" not in proc.stdout + proc.stderr
+    assert not (venv / "verlsweep-quickstart.stamp").exists()
+
+
+def test_an_unreachable_default_torch_index_is_one_line_and_torch_comes_from_pips_own_index(tmp_path):
+    repo = _copy_repo(tmp_path / "clone", only=(SCRIPT, "pyproject.toml"))
+    venv = _overlay_venv(tmp_path / "venv", fake_pip=True)
+    dead_proxy = {k: f"{UNREACHABLE}" for k in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy")}
+    env = {k: v for k, v in _env(VERLSWEEP_VENV=str(venv), **dead_proxy).items() if k.lower() != "no_proxy"}
+    started = time.monotonic()
+    proc = _run(repo, "test", "--version", env=env, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert time.monotonic() - started < 30
+    said = [ln for ln in proc.stdout.splitlines() if "download.pytorch.org" in ln]
+    assert len(said) == 1, proc.stdout
+    assert "unreachable" in said[0] and "pip's own index" in said[0]
+    assert "VERLSWEEP_TORCH_INDEX" in said[0] and "VERLSWEEP_TORCH_FIND_LINKS" in said[0]
+    [torch] = [c["args"] for c in _pip_calls(venv) if "install" in c["args"] and "torch==2.13.0" in c["args"]]
+    assert "--index-url" not in torch
+    # the stamp keeps what was asked for: a later run with the index back installs nothing again
+    assert "https://download.pytorch.org/whl/cpu" in (venv / "verlsweep-quickstart.stamp").read_text()
+
+
+@pytest.mark.slow
+def test_installing_the_project_shows_no_setuptools_box(tmp_path):
+    # the real pip builds the project's editable wheel (setuptools' "Editable installation" notice is
+    # relayed by pip >= 25 as a BuildBackendWarning box); no dependencies: this interpreter has them
+    repo = _copy_repo(tmp_path / "clone", only=(SCRIPT, "pyproject.toml", "README.md"))
+    venv = _overlay_venv(tmp_path / "venv", fake_pip=False)
+    env = _env(VERLSWEEP_VENV=str(venv), VERLSWEEP_TORCH_INDEX="pypi", PIP_NO_DEPS="1")
+    proc = _run(repo, "test", "--version", env=env, timeout=600)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    assert "quickstart: installing the project with extras verl,test" in proc.stdout
+    assert "BuildBackendWarning" not in out and "Editable installation" not in out
+    assert "WARNING" not in out

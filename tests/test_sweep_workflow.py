@@ -86,7 +86,7 @@ def test_rerunning_a_complete_study_says_so_and_launches_and_tracks_nothing(resu
     (name,) = resumed["after_first"]
     assert f"study {name} complete: 2/2 trials, best trial" in again.stdout
     assert "raise hydra.sweeper.n_trials to continue" in again.stdout
-    assert str(resumed["first_dir"] / "best.yaml") in again.stdout
+    assert f"results: {resumed['first_dir']} (trials.csv, best.yaml" in again.stdout    # the sweep dir
     assert "another search space" not in again.stdout + again.stderr
     assert "Launching" not in again.stdout
     assert len(mlflow_runs(resumed["uri"])) == resumed["runs_before"]     # no parent run, no child

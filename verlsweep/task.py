@@ -187,7 +187,7 @@ def run(cfg: DictConfig) -> Any:
         sys.stderr.write(f"verlsweep: the planner refused the trial before launch (plan.enforce=false launches "
                          f"it anyway):\n{result.excerpt}\n")
         raise SystemExit(2)
-    return _report(result, out, multirun, to_log=multirun)
+    return _report(result, out, multirun, to_log=multirun, tracked=tracked)
 
 
 def _write_result(result: TrialResult, out: Path) -> None:
@@ -286,13 +286,16 @@ def _config_error(cfg: DictConfig, exc: ConfigError, out: Path, started: float) 
     return result
 
 
-def _report(result: TrialResult, out: Path, multirun: bool, to_log: bool = False) -> TrialResult:
+def _report(result: TrialResult, out: Path, multirun: bool, to_log: bool = False,
+            tracked: TrialRun | None = None) -> TrialResult:
     line = f"verlsweep: trial {result.outcome}"
     if result.objective is not None:
         line += f", objective {result.objective:.6g}"
     if result.peak_memory_gb is not None:
         line += f", peak {result.peak_memory_gb:.2f} GB"
     line += f", {result.steps} step(s), {result.duration_s:.1f} s, run {result.run_id}, dir {out}"
+    if tracked is not None and tracked.experiment and not multirun:   # a sweep's parent run says it
+        line += f"\n  MLflow experiment {tracked.experiment!r} at {tracked.uri}"
     if result.excerpt and not result.ok:
         line += f"\n  {result.excerpt.splitlines()[0][:300]}"
         if result.outcome == "no_devices":

@@ -208,7 +208,8 @@ def complete_message(study: optuna.Study, n_trials: int, objectives: list[str],
     else:
         found = "no feasible trial"
     where = study.user_attrs.get(SWEEP_DIR_ATTR)
-    tail = f"\nresults: {Path(where) / BEST_YAML}" if where else ""
+    # the sweep dir itself, as a finished sweep names it: a re-run (./quickstart's) has nothing else to point at
+    tail = f"\nresults: {where} ({TRIALS_CSV}, {BEST_YAML}, {BEST_LAUNCH}, report.html)" if where else ""
     return (f"study {study.study_name} complete: {used}/{n_trials} trials, {found}; "
             f"raise hydra.sweeper.n_trials to continue{tail}")
 
@@ -260,8 +261,9 @@ def summary(study: optuna.Study, objectives: list[str], param_names: list[str], 
         table.add_row(*row, style="bold green" if t.number in best_numbers else None)
     console.print(table)
     reused = sum(1 for t in reportable(study.get_trials(deepcopy=False)) if t.user_attrs.get(REUSED_FROM_ATTR) is not None)
-    console.print(f"{reused} proposal(s) reused a measurement of this study (nothing launched; "
-                  "hydra.sweeper.remeasure=true measures again)")
+    if reused:     # nothing to say when every proposal was measured
+        console.print(f"{reused} proposal(s) reused a measurement of this study (nothing launched; "
+                      "hydra.sweeper.remeasure=true measures again)")
     if best:
         b = best[0]
         knobs = "".join(f"\n  {k}={show(v, steps.get(k))}" for k, v in b.params.items())

@@ -19,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
 from verlsweep.common.labels import knob_tokens
+from verlsweep.common.result import OUTCOMES
 
 WIDTH = 120                          # the summary table and these lines fit a 120-column terminal
 _LAUNCHER_LOGGERS = ("hydra._internal.core_plugins.basic_launcher", "hydra_plugins.hydra_joblib_launcher")
@@ -58,6 +59,13 @@ def _duration(seconds: float) -> str:
     return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 
 
+def ordered(counts: dict[str, int]) -> list[tuple[str, int]]:
+    """The outcomes in one fixed order (OUTCOMES', then any other by name), so a count stays in its
+    place from one status line to the next instead of moving with its size."""
+    rank = {name: i for i, name in enumerate(OUTCOMES)}
+    return sorted(counts.items(), key=lambda kv: (rank.get(kv[0], len(rank)), kv[0]))
+
+
 class Progress:
     def __init__(self, n_trials: int, steps: dict[str, Any], objective: str) -> None:
         self.console = console()
@@ -89,7 +97,7 @@ class Progress:
         eta = _duration(elapsed / self.done_here * left) if self.done_here and left else "-"
         best_text = (f"best {self.objective} {best.values[0]:.4g} (t{best.number:02d})" if best is not None
                      else "no measured trial yet")
-        outcomes = ", ".join(f"{k} {v}" for k, v in counts.items())
+        outcomes = ", ".join(f"{k} {v}" for k, v in ordered(counts))
         self.console.print(f"[bold][{finished}/{self.n_trials}][/bold] {best_text} | {outcomes} | "
                            f"elapsed {_duration(elapsed)}, ETA {eta}", overflow="ellipsis", no_wrap=True,
                            highlight=False)

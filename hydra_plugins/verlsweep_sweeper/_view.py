@@ -30,7 +30,6 @@ class SweepView:
         counts: dict[str, int] = {}
         for t in finished:
             counts[_outputs.outcome(t)] = counts.get(_outputs.outcome(t), 0) + 1
-        counts = dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
         best = _outputs.best_trials(study)
         if not final:
             self.progress.status(study, len(finished), best[0] if best else None, counts,

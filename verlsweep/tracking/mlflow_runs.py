@@ -142,6 +142,15 @@ def experiment_name(cfg: DictConfig, study_name: str | None = None) -> str:
 
 
 _CHECKED: dict[str, Any] = {}
+# A fresh database store announces its schema set-up at INFO (mlflow/store/db/utils.py
+# _initialize_tables: "Creating initial MLflow database tables...", "Updating database tables", then
+# alembic's migration lines): book-keeping of MLflow's, not the user's. Its warnings still show.
+_STORE_SETUP_LOGGERS = ("mlflow.store.db.utils", "alembic")
+
+
+def _quiet_store_setup() -> None:
+    for name in _STORE_SETUP_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def client_for(uri: str):
@@ -152,6 +161,7 @@ def client_for(uri: str):
 
     if urlparse(uri).scheme in ("http", "https"):
         _probe_http(uri)
+    _quiet_store_setup()
     try:
         client = MlflowClient(tracking_uri=uri)
         client.search_experiments(max_results=1)
@@ -267,6 +277,7 @@ class TrialRun:
     run_id: str
     number: int | None = None
     label: str | None = None          # the knobs that vary (`util=0.90 tp=2 off=p,o`), from the sweeper
+    experiment: str | None = None     # the MLflow experiment's name, for the single run's last line
 
     @classmethod
     def start(cls, cfg: DictConfig, knobs: Mapping[str, Any], extra_tags: Mapping[str, str] | None = None) -> "TrialRun":
@@ -277,9 +288,10 @@ class TrialRun:
         parent = cfg.tracking.get("parent_run_id")
         if parent:
             exp_id = client.get_run(str(parent)).info.experiment_id
+            experiment = None
         else:
-            name = experiment_name(cfg)
-            exp_id = ensure_experiment(client, name, artifact_location(cfg, name))
+            experiment = experiment_name(cfg)
+            exp_id = ensure_experiment(client, experiment, artifact_location(cfg, experiment))
         tags = {
             "trial.number": "" if cfg.trial.number is None else str(cfg.trial.number),
             "trial.outcome": "running",
@@ -294,7 +306,7 @@ class TrialRun:
         number, label = cfg.trial.get("number"), cfg.trial.get("label")
         name = trial_label(number, None, label) if label else str(cfg.trial.name)
         run = client.create_run(exp_id, run_name=name, tags={**tags, **(extra_tags or {})})
-        out = cls(client, uri, run.info.run_id, number, str(label) if label else None)
+        out = cls(client, uri, run.info.run_id, number, str(label) if label else None, experiment)
         log_params(client, out.run_id, {k: param_value(v) for k, v in knobs.items()})
         return out
 
