@@ -212,10 +212,25 @@ def test_hydras_basic_sweeper_runs_the_cartesian_product_and_dry_runs_show_the_p
                      timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.count("# verlsweep dry run") == 4
-    verdicts = re.findall(r"^# planner: (.*)$", proc.stdout, re.MULTILINE)
+    verdicts = re.findall(r"^# planner: \(hardware=a2_64g, predicted\) (.*)$", proc.stdout, re.MULTILINE)
     assert len(verdicts) == 4
     ok = [v for v in verdicts if v.startswith("ok:")]
     assert ok and all("GiB to spare" in v and "OOM" not in v for v in ok)
+
+
+def test_a_dry_run_for_a_node_names_the_machine_each_verdict_is_about_and_this_machines_cpus_never_fail_the_node(
+        tmp_path):
+    args = ["hardware=a2_64g", "algorithm=remax", "model=qwen3_8b", "dry_run=true", f"paths.output_root={tmp_path}"]
+    one_cpu = {"SLURM_CPUS_ON_NODE": "1"}          # this machine may give Ray 1 CPU, whatever its cores
+    laptop = run_sweep(tmp_path, args, new_mark(), timeout=120, env=one_cpu)
+    assert laptop.returncode == 0, laptop.stderr[-3000:]
+    assert re.search(r"^# planner: \(hardware=a2_64g, predicted\) ok: ", laptop.stdout, re.MULTILINE)
+    (cpus,) = re.findall(r"^# planner Ray CPUs (.*)$", laptop.stdout, re.MULTILINE)
+    assert cpus.startswith("(this machine, ") and "too few here" in cpus and "set hardware.cpus" in cpus
+    assert "infeasible" not in cpus
+    stated = run_sweep(tmp_path, [*args, "+hardware.cpus=4"], new_mark(), timeout=120, env=one_cpu)
+    (cpus,) = re.findall(r"^# planner Ray CPUs (.*)$", stated.stdout, re.MULTILINE)
+    assert cpus.startswith("(hardware=a2_64g, as stated): infeasible: ") and "hardware.cpus=4" in cpus
 
 
 def test_a_search_space_asked_of_hydras_basic_sweeper_is_refused_with_a_message(tmp_path):
