@@ -121,7 +121,7 @@ def test_a_config_a_rule_ruled_out_is_listed_as_ruled_out_by_its_trial(sweep_dir
     write_report(make_study(None, sweep_dir), sweep_dir)
     page = (sweep_dir / "report.html").read_text()
     trials = {r[0]: r[1] for r in cells(page, "<h2>Trials")}
-    assert trials["9"] == "ruled out by trial 1" and trials["1"] == "oom"
+    assert trials["9"] == "infeasible (ruled out by trial 1)" and trials["1"] == "oom"
 
 
 def test_status_prints_n_of_total_the_best_so_far_and_the_outcomes(sweep_dir, tmp_path, capsys):

@@ -41,7 +41,7 @@ def test_the_status_line_keeps_its_outcome_counts_in_one_fixed_order(sweep_outpu
 
 
 def test_no_reused_line_when_no_proposal_reused_a_measurement(sweep_output):
-    if "(= #" not in sweep_output:      # the summary table marks a reused trial `(= #N)`
+    if "(reused t" not in sweep_output:      # the summary table marks a reused trial `completed (reused t01)`
         assert "proposal(s) reused" not in sweep_output
     assert "0 proposal(s) reused" not in sweep_output
 

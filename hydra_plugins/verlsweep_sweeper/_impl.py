@@ -29,7 +29,7 @@ from hydra_plugins.verlsweep_sweeper import (_enqueue, _guide, _job_dirs, _outpu
 from hydra_plugins.verlsweep_sweeper._space import SearchSpaceError
 from verlsweep.common.errors import ConfigError, Problem, full_traceback_wanted
 from verlsweep.command.overrides import format_value
-from verlsweep.common.labels import path_safe, trial_label
+from verlsweep.common.labels import not_launched, path_safe, trial_label
 from verlsweep.common.names import (N_TRIALS_ATTR, OBJECTIVES_ATTR, PROVEN_FIT_ATTR, RULED_OUT_ATTR, RULED_OUT_RULE_ATTR,
                                     TRACKING_ATTR)
 from verlsweep.common.result import TrialResult
@@ -450,7 +450,7 @@ class VerlSweepImpl(Sweeper):
         (hydra.sweeper.remeasure=true measures again)."""
         with _study.quiet_optuna():
             told = _reuse.tell_reused(study, trial, source)
-        self._shown(trial, told, f"reused t{source.number:02d}")
+        self._shown(trial, told, not_launched(source.number, None))
         return told
 
     def _tell_ruled_out(self, study: optuna.Study, trial: optuna.Trial, proof: Decided) -> _results.Told:
@@ -459,7 +459,7 @@ class VerlSweepImpl(Sweeper):
         trial.set_user_attr(RULED_OUT_RULE_ATTR, proof.rule)
         result = TrialResult("infeasible", excerpt=f"ruled out by trial {proof.trial}: {proof.rule} "
                                                    "(verlsweep.infer.rules); nothing launched")
-        return self._tell(study, trial, None, result, f"ruled out by t{proof.trial:02d}")
+        return self._tell(study, trial, None, result, not_launched(None, proof.trial))
 
     def _stop_message(self, failures: list[_results.Told]) -> str:
         last = failures[-1]

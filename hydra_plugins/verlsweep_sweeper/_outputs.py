@@ -23,7 +23,7 @@ from optuna.trial import FrozenTrial, TrialState
 from hydra_plugins.verlsweep_sweeper._results import PLACEHOLDER_ATTR
 from hydra_plugins.verlsweep_sweeper._study import OVER_BUDGET_ATTR, budget_trials
 from verlsweep.common import crashpoint
-from verlsweep.common.labels import knob_tokens, short, show
+from verlsweep.common.labels import knob_tokens, not_launched, short, show
 from verlsweep.common.names import OVERRIDES_ATTR, REUSED_FROM_ATTR, RULED_OUT_ATTR
 from verlsweep.reconcile.check import TRIALS_CSV, outcome
 
@@ -247,10 +247,8 @@ def summary(study: optuna.Study, objectives: list[str], param_names: list[str], 
         steps.update({k: getattr(d, "step", None) for k, d in t.distributions.items()})
         measured = t.state == TrialState.COMPLETE and not t.user_attrs.get(PLACEHOLDER_ATTR)
         values = [f"{v:.4g}" for v in t.values] if measured and t.values else ["-"] * len(objectives)
-        reused = t.user_attrs.get(REUSED_FROM_ATTR)
-        ruled_out = t.user_attrs.get(RULED_OUT_ATTR)
-        shown_outcome = (f"{outcome(t)} (= #{reused})" if reused is not None else
-                         f"{outcome(t)} (ruled out by #{ruled_out})" if ruled_out is not None else str(outcome(t)))
+        note = not_launched(t.user_attrs.get(REUSED_FROM_ATTR), t.user_attrs.get(RULED_OUT_ATTR))
+        shown_outcome = f"{outcome(t)} ({note})" if note else str(outcome(t))
         row = [f"{'*' if t.number in best_numbers else ''}{t.number}", shown_outcome, *values]
         if "peak_memory_gb" not in objectives:
             peak = t.user_attrs.get("peak_memory_gb")

@@ -1,7 +1,7 @@
 """Live progress on the terminal (rich): one line per finished trial, a status line after each batch.
 
     t07  oom         -       util=0.90 tp=2 off=p,o   41.2 s
-    t08  infeasible  -       util=0.95 tp=2 off=p,o   ruled out by t07
+    t08  infeasible  -       util=0.95 tp=2 off=p,o   ruled out by trial 7
     [8/30] best objective 391.5 (t02) | completed 5, oom 2, infeasible 1 | ETA 3m10s
 
 Everything else a trial prints (the planner's verdict, verl's output) stays in the job's own log, and
@@ -80,7 +80,7 @@ class Progress:
 
     def trial(self, number: int, outcome: str, values: list[float] | None, params: dict[str, Any],
               duration_s: float | None, excerpt: str | None, note: str = "") -> None:
-        """One line per trial; `note` says why nothing was launched (`reused t01`, `ruled out by t03`)."""
+        """One line per trial; `note` says why nothing was launched (`reused t01`, `ruled out by trial 3`)."""
         self.done_here += 1
         value = f"{values[0]:.4g}" if values and outcome == "completed" else "-"
         took = f"{duration_s:.1f} s" if isinstance(duration_s, (int, float)) else ""

@@ -104,6 +104,17 @@ def trial_label(number: int | None, outcome: str | None, knobs: str | None) -> s
     return " ".join(x for x in (head, outcome, knobs) if x)
 
 
+def not_launched(reused_from: Any, ruled_out_by: Any) -> str:
+    """Why a trial launched nothing, the same words on the terminal, in the summary, the report and its
+    MLflow run name: `reused t01` (a measurement of this study told again) or `ruled out by trial 3` (an
+    earlier trial's outcome proves it fails); '' for a launched trial."""
+    if reused_from is not None and reused_from != "":
+        return f"reused t{int(reused_from):02d}"
+    if ruled_out_by is not None and ruled_out_by != "":
+        return f"ruled out by trial {int(ruled_out_by)}"
+    return ""
+
+
 def path_safe(label: str) -> str:
     """The label as verl's trainer.experiment_name (`t07_util-0.90_tp-2_off-p+o`): it becomes a checkpoint
     directory and a Hydra override value, so no spaces, commas or `=` (which would need quoting)."""

@@ -26,7 +26,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from verlsweep.reconcile import sessions, trials as stale_trials
-from verlsweep.common.labels import trial_label
+from verlsweep.common.labels import not_launched, trial_label
 from verlsweep.common.names import OVER_BUDGET_ATTR, OVERRIDES_ATTR, REUSED_FROM_ATTR, RULED_OUT_ATTR, RULED_OUT_RULE_ATTR
 from verlsweep.tracking import study_runs
 from verlsweep.tracking.mlflow_runs import status_for
@@ -122,12 +122,12 @@ def _fix_missing(client: Any, exp: str, name: str, t: FrozenTrial, parent: str |
         proof = t.user_attrs.get(RULED_OUT_ATTR)
         tags, shown = {}, said
         if source is not None:
-            shown = f"reused t{int(source):02d}"
+            shown = not_launched(source, None)
             # launched nothing: the run says whose measurement it repeats and carries its numbers
             reason = f"reuses trial {source}'s measurement; nothing launched (hydra.sweeper.remeasure=false)"
             tags = {study_runs.REUSED_FROM_TAG: str(source)}
         elif proof is not None:
-            shown = f"ruled out by t{int(proof):02d}"
+            shown = not_launched(None, proof)
             reason = (f"ruled out by trial {proof}: {t.user_attrs.get(RULED_OUT_RULE_ATTR)} (verlsweep.infer.rules); "
                       "nothing launched (hydra.sweeper.infer=false launches it)")
             tags = {study_runs.RULED_OUT_TAG: str(proof)}

@@ -8,12 +8,11 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from verlsweep.common.labels import knob_tokens, short_name, show, step_of
+from verlsweep.common.labels import knob_tokens, not_launched, short_name, show, step_of
 from verlsweep.common.names import (N_TRIALS_ATTR, OBJECTIVES_ATTR, OVER_BUDGET_ATTR, PLACEHOLDER_ATTR,
-                                     PREDICTED_ATTR)
+                                     PREDICTED_ATTR, REUSED_FROM_ATTR, RULED_OUT_ATTR)
 from verlsweep.infer.sampler import PHASE_ATTR
 
-RULED_OUT_ATTR = "ruled_out_by"     # trial user attr: the trial whose outcome proved this config fails
 ESTIMATE = "estimate"               # TrialResult.backend of runner=estimate: its numbers are the planner's
 
 UTIL_SUFFIX = "gpu_memory_utilization"
@@ -50,10 +49,12 @@ class Row:
     phase: str | None = None              # where an oom happened, when the trial says
     ruled_out_by: int | None = None       # never launched: this trial's outcome proved it fails
     backend: str | None = None            # verl | script | estimate
+    reused_from: int | None = None        # never launched: this trial's measurement told again
 
     @property
     def shown_outcome(self) -> str:
-        return f"ruled out by trial {self.ruled_out_by}" if self.ruled_out_by is not None else self.outcome
+        note = not_launched(self.reused_from, self.ruled_out_by)
+        return f"{self.outcome} ({note})" if note else self.outcome
 
     def param(self, suffix: str) -> Any:
         return next((v for k, v in self.params.items() if k.endswith(suffix)), None)
@@ -145,7 +146,8 @@ def load(study: optuna.Study, objectives: list[str] | None = None) -> Sweep:
             params=params, knobs=" ".join(knob_tokens(params, steps)),
             predicted=dict(t.user_attrs.get(PREDICTED_ATTR) or {}), job_dir=t.user_attrs.get("job_dir"),
             excerpt=t.user_attrs.get("excerpt"), phase=t.user_attrs.get(PHASE_ATTR) or None,
-            ruled_out_by=_int(t.user_attrs.get(RULED_OUT_ATTR)), backend=t.user_attrs.get("backend")))
+            ruled_out_by=_int(t.user_attrs.get(RULED_OUT_ATTR)), backend=t.user_attrs.get("backend"),
+            reused_from=_int(t.user_attrs.get(REUSED_FROM_ATTR))))
     n_objectives = len(study.directions)
     objectives = list(objectives or study.user_attrs.get(OBJECTIVES_ATTR) or ["objective"])[:n_objectives]
     objectives += [f"objective_{i}" for i in range(len(objectives), n_objectives)]
