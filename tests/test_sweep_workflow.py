@@ -132,10 +132,10 @@ def test_a_bad_sweep_is_a_message_and_exit_2_with_nothing_started(tmp_path, case
 
 
 @pytest.mark.slow
-def test_hydra_full_error_keeps_the_traceback(tmp_path):
+def test_hydra_full_error_adds_the_traceback_and_keeps_the_exit_status(tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     proc = sweep(tmp_path, estimate_args(tmp_path, uri, "hydra.sweeper.n_trials=0"), env={"HYDRA_FULL_ERROR": "1"})
-    assert proc.returncode != 0
+    assert proc.returncode == 2, proc.stderr[-3000:]                  # as without the flag
     assert "Traceback" in proc.stderr and "hydra.sweeper.n_trials=0" in proc.stderr
 
 

@@ -1,6 +1,8 @@
 """MLflow tracking: parent run per sweep, child run per trial, statuses, redaction, store checks."""
 from __future__ import annotations
 
+import json
+
 import os
 import socket
 import time
@@ -173,14 +175,20 @@ def test_artifacts_of_a_sqlite_store_live_beside_it_not_in_the_working_dir(store
     assert not (workdir / "mlruns").exists()
 
 
-def test_a_sweeps_experiment_is_model_training_with_the_sweeps_columns_as_a_shared_view(store):
+def test_a_sweeps_experiment_is_model_training_with_its_trials_view_as_a_shared_view(store):
     cfg = cfg_for(store)
     parent = sweep_run.start_sweep_run(cfg, "kind-study", {})
     client = MlflowClient(store)
     exp = client.get_experiment(client.get_run(parent).info.experiment_id)
     assert exp.tags[tracking.EXPERIMENT_KIND_TAG] == "custom_model_development"
-    assert "metrics.`best_objective`" in tracking.SHARED_VIEW["selectedColumns"]
-    assert tracking.SHARED_VIEW_TAG in exp.tags
+    view = json.loads(exp.tags[tracking.SHARED_VIEW_TAG])
+    assert view["selectedColumns"][:2] == ["tags.`trial.outcome`", "metrics.`objective`"]
+    assert view["searchFilter"] == "tags.`trial.number` != ''" and view["orderByKey"] == "metrics.`objective`"
+    # the filter is one MLflow's search accepts, and it finds the trials, not the sweep's parent run
+    trial = TrialRun.start(cfg_for(store, "trial.number=0", "trial.study_name=kind-study",
+                                   f"tracking.parent_run_id={parent}"), {})
+    found = {r.info.run_id for r in client.search_runs([exp.experiment_id], filter_string=view["searchFilter"])}
+    assert found == {trial.run_id}
     assert "workflowType=machine_learning" in tracking.ui_path(exp.experiment_id)
 
 

@@ -14,6 +14,7 @@ import logging
 import os
 import sys
 import time
+import traceback
 from pathlib import Path
 from typing import Any, List, Optional, Sequence
 
@@ -108,9 +109,9 @@ class VerlSweepImpl(Sweeper):
         try:
             self._sweep(arguments)
         except (SearchSpaceError, ConfigError, SweepStopped) as exc:
-            if full_traceback_wanted():
-                raise
             sys.stdout.flush()
+            if full_traceback_wanted():     # adds the traceback; the exit status stays the same
+                traceback.print_exc()
             sys.stderr.write(f"verlsweep: {exc}\n")
             sys.stderr.flush()
             raise SystemExit(1 if isinstance(exc, SweepStopped) else 2) from None

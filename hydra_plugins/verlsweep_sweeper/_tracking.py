@@ -97,4 +97,6 @@ def ui_hint(config: DictConfig, run_id: str) -> str:
     remote = uri.startswith(("http://", "https://"))
     serve = f"open {uri.rstrip('/')}" if remote else f"mlflow ui --backend-store-uri {uri}"
     base = uri.rstrip("/") if remote else "http://127.0.0.1:5000"
-    return f"MLflow: {serve}  ->  {base}{mlflow_runs.ui_path(exp_id)}"
+    return (f"MLflow: {serve}  ->  {base}{mlflow_runs.ui_path(exp_id)}\n"
+            "  (opens on the study's trials, best objective first; the sweep's own run with its best so far and "
+            "report: Exit shared view)")

@@ -41,6 +41,7 @@ class ConfigError(ValueError):
 
 
 def full_traceback_wanted() -> bool:
-    """Hydra's switch for full tracebacks (hydra/_internal/utils.py run_and_report): with it, input
-    errors are raised as they are instead of being printed as messages."""
+    """Hydra's switch for full tracebacks (hydra/_internal/utils.py run_and_report): with it, an input
+    error's message comes with its traceback; the exit status and everything else stay the same (verl's
+    recipe scripts export it)."""
     return os.environ.get("HYDRA_FULL_ERROR") == "1"

@@ -69,9 +69,14 @@ MODEL_TRAINING_KIND = "custom_model_development"
 # `mlflow.sharedViewState.<key>` (its "share view" button): here the columns a sweep is compared by.
 SHARED_VIEW_KEY = "verlsweep"
 SHARED_VIEW_TAG = f"mlflow.sharedViewState.{SHARED_VIEW_KEY}"
-SHARED_VIEW = {"selectedColumns": [
-    "attributes.`Duration`", "metrics.`best_objective`", "metrics.`trials_done`", "metrics.`objective`",
-    "metrics.`peak_memory_gb`", "tags.`trial.outcome`"], "columnWidths": {"attributes.`Run Name`": 300}}
+# The view a sweep prints the address of opens on its trials, best first: the child runs only (a shared
+# view cannot expand a parent: the UI drops `runsExpanded` from shared views, mlflow/server/js), sorted
+# by objective, the outcome and the objective in the first columns.
+TRIALS_FILTER = "tags.`trial.number` != ''"
+SHARED_VIEW = {"selectedColumns": ["tags.`trial.outcome`", "metrics.`objective`", "metrics.`peak_memory_gb`",
+                                   "attributes.`Duration`"],
+               "columnWidths": {"attributes.`Run Name`": 300},
+               "searchFilter": TRIALS_FILTER, "orderByKey": "metrics.`objective`", "orderByAsc": False}
 
 # `orphaned`: its sweep died and a later one stopped what was left (verlsweep.reconcile);
 # `interrupted`: its sweep was stopped (Ctrl-C) mid-trial
@@ -204,7 +209,7 @@ def _model_training_tags(client, experiment) -> None:
     have = dict(getattr(experiment, "tags", None) or {})
     if have.get(EXPERIMENT_KIND_TAG) != MODEL_TRAINING_KIND:
         client.set_experiment_tag(experiment.experiment_id, EXPERIMENT_KIND_TAG, MODEL_TRAINING_KIND)
-    if SHARED_VIEW_TAG not in have:
+    if have.get(SHARED_VIEW_TAG) != json.dumps(SHARED_VIEW):      # an older verlsweep's view is replaced
         client.set_experiment_tag(experiment.experiment_id, SHARED_VIEW_TAG, json.dumps(SHARED_VIEW))
 
 
