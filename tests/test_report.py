@@ -254,4 +254,4 @@ def test_an_estimate_sweeps_launch_script_comes_collapsed_after_the_plots(estima
     last_plot = page.rindex("<img class='plot'")
     details = page.index("<details id='launch-details'>")
     assert last_plot < details < page.index("<pre id='launch'>") < page.index("</details>", details)
-    assert "python -m verl.trainer.main_ppo" in page[details:]
+    assert "-m verl.trainer.main_ppo" in page[details:]

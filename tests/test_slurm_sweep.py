@@ -61,9 +61,11 @@ def test_estimate_sweep_runs_every_trial_as_a_slurm_job_with_the_local_launchers
     for run, local in zip(runs, local_runs):
         job = run.data.tags["slurm.job_id"]
         assert jobs[job]["State"] == "COMPLETED" and run.data.tags["slurm.state"] == "COMPLETED"
-        assert run.info.status == local.info.status == "FINISHED"
+        # whatever the sampler proposes, the two launchers end each run alike (a planner-infeasible trial's FAILED)
+        want = "FINISHED" if run.data.tags["trial.outcome"] == "completed" else "FAILED"
+        assert run.info.status == local.info.status == want
         assert run.data.params == local.data.params
-        assert run.data.metrics["objective"] == local.data.metrics["objective"]
+        assert run.data.metrics.get("objective") == local.data.metrics.get("objective")
         assert set(run.data.tags) - SLURM_ONLY_TAGS == set(local.data.tags)
 
 

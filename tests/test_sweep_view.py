@@ -114,7 +114,7 @@ def test_report_html_renders_every_plot_offline_in_a_browser(estimate_sweep, tmp
         assert all(w > 100 and h > 100 for _, w, h in sizes), sizes
         browser.eval("document.querySelectorAll('details').forEach(d => d.open = true)")
         assert browser.wait_for("document.querySelectorAll('.plotly-plot .main-svg').length >= 3")
-        assert "python -m verl.trainer.main_ppo" in browser.eval("document.getElementById('launch').innerText")
+        assert "-m verl.trainer.main_ppo" in browser.eval("document.getElementById('launch').innerText")
         browser.screenshot(tmp_path / "report.png")
     assert Path(tmp_path / "report.png").stat().st_size > 10_000
 
