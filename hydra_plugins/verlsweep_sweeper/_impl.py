@@ -309,10 +309,9 @@ class VerlSweepImpl(Sweeper):
     def _compose_launch(self, overrides: list[str]) -> str:
         """best_launch.sh: the trial's overrides, the long-run steps, composed and validated as a trial."""
         from verlsweep.command.compose import build_trial
-
-        long = [*map(str, self.long_run.overrides), f"trial.steps={int(self.long_run.steps)}"]
         from verlsweep.tracking.mlflow_runs import tracking_uri
 
+        long = [*map(str, self.long_run.overrides), f"trial.steps={int(self.long_run.steps)}"]
         cfg = self._compose_trial([*overrides, *long])
         trial = build_trial(cfg, require_paths=False)
         # paths missing here say nothing about the node: the script's variables name them there
