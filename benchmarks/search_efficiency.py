@@ -72,11 +72,10 @@ from omegaconf import OmegaConf  # noqa: E402
 from hydra_plugins.verlsweep_sweeper import _guide, _results, _reuse, _space, _study  # noqa: E402
 from hydra_plugins.verlsweep_sweeper.config import (BoundarySamplerConfig, GuideConfig, MedianPrunerConfig,  # noqa: E402
                                                     TPESamplerConfig)
-from verlsweep.common.result import TrialResult  # noqa: E402
+from verlsweep.common.result import PLAN_CHECK_PHASES, TrialResult  # noqa: E402
 from verlsweep.common.names import RULED_OUT_ATTR  # noqa: E402
 from verlsweep.infer.evidence import proof_of_failure  # noqa: E402
 from verlsweep.plan.calibration import THROUGHPUT_CONSTANTS  # noqa: E402
-from verlsweep.plan.memory import FAILURE_PHASE  # noqa: E402
 from verlsweep.study_link import pruner_from_spec  # noqa: E402
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
@@ -256,7 +255,7 @@ def _true_verdict(inp, cal, mem_factor: float) -> Truth:
             continue
         exact = check.parts.get("vLLM reservation", 0.0)       # what vLLM asked for: no model error
         if exact + (check.need - exact) * mem_factor > check.limit:
-            return Truth(None, FAILURE_PHASE.get(name), v.step_s)
+            return Truth(None, PLAN_CHECK_PHASES.get(name), v.step_s)
     return Truth(v.tok_s, None, v.step_s)
 
 

@@ -24,7 +24,7 @@ from hydra_plugins.verlsweep_sweeper._results import PLACEHOLDER_ATTR
 from hydra_plugins.verlsweep_sweeper._study import OVER_BUDGET_ATTR, budget_trials
 from verlsweep.common import crashpoint
 from verlsweep.common.labels import knob_tokens, not_launched, short, show
-from verlsweep.common.names import OVERRIDES_ATTR, REUSED_FROM_ATTR, RULED_OUT_ATTR
+from verlsweep.common.names import FAILURE_PHASE_ATTR, OVERRIDES_ATTR, REUSED_FROM_ATTR, RULED_OUT_ATTR
 from verlsweep.reconcile.check import TRIALS_CSV, outcome
 
 log = logging.getLogger(__name__)
@@ -92,7 +92,7 @@ def _csv(study: optuna.Study, objectives: list[str], param_names: list[str], sho
     buf = io.StringIO()
     writer = csv.writer(buf)
     writer.writerow(["number", "state", "outcome", *_MEASURED, *extra, "steps", "duration_s", *param_names,
-                     "retry_of", "reused_from", "ruled_out_by", "failure_phase", "run_id", "job_dir", "excerpt"])
+                     "retry_of", "reused_from", RULED_OUT_ATTR, FAILURE_PHASE_ATTR, "run_id", "job_dir", "excerpt"])
     for t in reportable(study.get_trials(deepcopy=False)):
         metrics = t.user_attrs.get("metrics") or {}
         excerpt = (t.user_attrs.get("excerpt") or "").strip().splitlines()
@@ -101,7 +101,7 @@ def _csv(study: optuna.Study, objectives: list[str], param_names: list[str], sho
                          t.user_attrs.get("steps"), t.user_attrs.get("duration_s"),
                          *[shown(p, t.params.get(p)) for p in param_names], t.system_attrs.get("failed_trial"),
                          t.user_attrs.get(REUSED_FROM_ATTR), t.user_attrs.get(RULED_OUT_ATTR),
-                         t.user_attrs.get("failure_phase"), t.user_attrs.get("run_id"), t.user_attrs.get("job_dir"),
+                         t.user_attrs.get(FAILURE_PHASE_ATTR), t.user_attrs.get("run_id"), t.user_attrs.get("job_dir"),
                          excerpt[-1][:300] if excerpt else None])
     return buf.getvalue()
 

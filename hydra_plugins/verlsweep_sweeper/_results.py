@@ -26,7 +26,7 @@ from optuna.trial import TrialState
 
 from hydra_plugins.verlsweep_sweeper import _study
 from verlsweep.common.errors import ConfigError
-from verlsweep.common.names import JOB_DIR_ATTR, PLACEHOLDER_ATTR, PREDICTED_ATTR
+from verlsweep.common.names import FAILURE_PHASE_ATTR, JOB_DIR_ATTR, PLACEHOLDER_ATTR, PREDICTED_ATTR
 from verlsweep.common.result import CONSTRAINT_OUTCOMES, TrialResult
 
 # > 0: the trial did not fit (oom), was predicted not to (infeasible: HBM or Ray CPUs) or its Ray could
@@ -121,7 +121,7 @@ def _record(trial: optuna.Trial, result: TrialResult, ret: JobReturn | None) -> 
         "excerpt": (result.excerpt or "")[-_EXCERPT_CHARS:] or None,
         "metrics": {k: float(v) for k, v in (result.metrics or {}).items() if _finite(v)},
         # where an oom struck: what it proves about untried configs (verlsweep.infer.evidence)
-        "failure_phase": result.failure_phase,
+        FAILURE_PHASE_ATTR: result.failure_phase,
         JOB_DIR_ATTR: _job_dir(ret),
         PREDICTED_ATTR: {k: float(v) for k, v in (result.predicted or {}).items() if _finite(v)},
     }

@@ -23,13 +23,13 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from hydra_plugins.verlsweep_sweeper._results import CONSTRAINT_KEY, PLACEHOLDER_ATTR, Told, tell_state
-from verlsweep.common.names import PREDICTED_ATTR, REUSED_FROM_ATTR, REUSED_RUN_ATTR
+from verlsweep.common.names import FAILURE_PHASE_ATTR, PREDICTED_ATTR, REUSED_FROM_ATTR, REUSED_RUN_ATTR
 
 log = logging.getLogger(__name__)
 
 REUSABLE = ("completed", "oom", "infeasible", "pruned")
 # copied from the measured trial, so outputs and trackers show the reused trial like the measured one
-_COPIED = ("outcome", "objective", "peak_memory_gb", "steps", "backend", "excerpt", "metrics", "failure_phase",
+_COPIED = ("outcome", "objective", "peak_memory_gb", "steps", "backend", "excerpt", "metrics", FAILURE_PHASE_ATTR,
            PREDICTED_ATTR)
 
 

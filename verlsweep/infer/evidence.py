@@ -11,10 +11,10 @@ from typing import Any, Iterable, Mapping
 
 from optuna.trial import FrozenTrial, TrialState
 
-from verlsweep.common.names import RULED_OUT_ATTR
+from verlsweep.common.names import FAILURE_PHASE_ATTR, RULED_OUT_ATTR
 from verlsweep.infer.rules import KNOBS, Decided, Observed, decide
 
-PHASE_ATTR = "failure_phase"      # trial user attr: TrialResult.failure_phase of an `oom`
+PHASE_ATTR = FAILURE_PHASE_ATTR
 OUTCOME_ATTR = "outcome"          # trial user attr: TrialResult.outcome
 
 

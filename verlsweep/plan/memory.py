@@ -37,11 +37,6 @@ from verlsweep.plan.lengths import Lengths, worst_lengths
 ORDER = ("host_memory", "vllm_start", "kv_cache", "log_prob", "ref", "values", "critic_update",
          "actor_update", "rollout")
 
-# Where a run that a constraint stops fails, as the outcome classifier names it
-# (verlsweep.common.result.FAILURE_PHASES); host memory is not device memory: no phase.
-FAILURE_PHASE = {"vllm_start": "vllm_start", "kv_cache": "kv_cache", "rollout": "rollout_wake",
-                 **{n: "training" for n in ("log_prob", "ref", "values", "critic_update", "actor_update")}}
-
 # What each constraint means, for messages and the table legend.
 MEANING = {
     "host_memory": "offloaded states + vLLM sleep copies + worker processes exceed the node's host RAM",

@@ -10,8 +10,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from verlsweep.common.labels import knob_tokens, not_launched, short_name, show, step_of
 from verlsweep.common.names import (N_TRIALS_ATTR, OBJECTIVES_ATTR, OVER_BUDGET_ATTR, PLACEHOLDER_ATTR,
-                                     PREDICTED_ATTR, REUSED_FROM_ATTR, RULED_OUT_ATTR)
-from verlsweep.infer.sampler import PHASE_ATTR
+                                     FAILURE_PHASE_ATTR, PREDICTED_ATTR, REUSED_FROM_ATTR, RULED_OUT_ATTR)
 
 ESTIMATE = "estimate"               # TrialResult.backend of runner=estimate: its numbers are the planner's
 
@@ -145,7 +144,7 @@ def load(study: optuna.Study, objectives: list[str] | None = None) -> Sweep:
             peak_gb=t.user_attrs.get("peak_memory_gb"), duration_s=t.user_attrs.get("duration_s"),
             params=params, knobs=" ".join(knob_tokens(params, steps)),
             predicted=dict(t.user_attrs.get(PREDICTED_ATTR) or {}), job_dir=t.user_attrs.get("job_dir"),
-            excerpt=t.user_attrs.get("excerpt"), phase=t.user_attrs.get(PHASE_ATTR) or None,
+            excerpt=t.user_attrs.get("excerpt"), phase=t.user_attrs.get(FAILURE_PHASE_ATTR) or None,
             ruled_out_by=_int(t.user_attrs.get(RULED_OUT_ATTR)), backend=t.user_attrs.get("backend"),
             reused_from=_int(t.user_attrs.get(REUSED_FROM_ATTR))))
     n_objectives = len(study.directions)

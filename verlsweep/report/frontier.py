@@ -10,6 +10,7 @@ from typing import Any
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
 from verlsweep.common.labels import OFFLOAD_LETTERS, OFFLOAD_TOKEN
+from verlsweep.common.result import PLAN_CHECK_PHASES
 from verlsweep.infer.rules import OFFLOADS, TP, UTIL, Decided, Observed, infer
 from verlsweep.report.data import TP_SUFFIX, UTIL_SUFFIX, Row, Sweep
 
@@ -32,9 +33,6 @@ _TEXT_PHASES = (
 # The planner writes its binding constraint first in a verdict's reason (verlsweep/plan/memory.py ORDER,
 # Check.message): `rollout: need 61.5 GiB of 60.7 ... - why`. Which phase each one is.
 _BINDING = re.compile(r"^\s*(\w+): need [\d.]+ GiB of [\d.]+.*?(?: - (.*))?$", re.MULTILINE)
-_BINDING_PHASES = {"vllm_start": "vllm_start", "kv_cache": "kv_cache", "rollout": "rollout_wake",
-                   "log_prob": "training", "ref": "training", "values": "training", "critic_update": "training",
-                   "actor_update": "training"}
 
 
 def binding(row: Row) -> tuple[str | None, str | None]:
@@ -52,7 +50,7 @@ def phase_of(row: Row) -> str | None:
     for phase, regex in _TEXT_PHASES:
         if regex.search(text):
             return phase
-    return _BINDING_PHASES.get(binding(row)[0] or "")
+    return PLAN_CHECK_PHASES.get(binding(row)[0] or "")
 
 
 def reason(row: Row, brief: bool = False) -> str:

@@ -23,9 +23,8 @@ from verlsweep.trial import metrics
 from verlsweep.command.compose import Trial
 from verlsweep.common.errors import ConfigError, Problem
 from verlsweep.plan import NotPlannable, Verdict, blocks_launch, plan_cfg
-from verlsweep.plan.memory import FAILURE_PHASE
 from verlsweep.common.names import FILE_LOGGER_ENV, METRICS_FILE, MLFLOW_RUN_ID_ENV, PEAK_MEMORY_METRIC, TRIAL_DIR_ENV
-from verlsweep.common.result import StepReporter, TrialResult
+from verlsweep.common.result import PLAN_CHECK_PHASES, StepReporter, TrialResult
 from verlsweep.trial.runners.base import RunDetails
 
 PLAN_FILE = "plan.json"
@@ -96,7 +95,7 @@ class EstimateRunner:
         excerpt, phase = None, None
         if not verdict.feasible and outcome != "pruned":
             outcome, reason = "oom", f"predicted {verdict.binding} does not fit"
-            phase = FAILURE_PHASE.get(verdict.binding)
+            phase = PLAN_CHECK_PHASES.get(verdict.binding)
             excerpt = f"{verdict.reason}\n(predicted) {failure_text(verdict, cfg)}"
         result = TrialResult(
             outcome=outcome,
