@@ -16,7 +16,6 @@ from verlsweep.command import config_store
 from verlsweep.common.errors import ConfigError, full_traceback_wanted
 
 config_store.register()
-cli_args.register_resolvers()
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="sweep")
@@ -35,6 +34,8 @@ def check_argv() -> None:
     """Before Hydra: a misspelt group option gets a "did you mean" (exit 2, as other input errors);
     another sweeper runs without our search space. HYDRA_FULL_ERROR=1 changes neither: verl's own
     recipe scripts export it."""
+    sys.argv[1:], notes = cli_args.renamed_groups(sys.argv[1:])
+    sys.stderr.write("".join(f"verlsweep: {n}\n" for n in notes))
     problems = cli_args.group_typos(sys.argv[1:], CONF_DIR)
     conflict = cli_args.sweeper_conflict(sys.argv[1:])
     if conflict:

@@ -75,7 +75,7 @@ SEARCH_SPACE = textwrap.dedent('''
 def run(trials: int, oom_every: int, work: Path, model_dir: Path, data_dir: Path) -> list[dict]:
     trainer = work / "instant_trainer.py"
     trainer.write_text(INSTANT_TRAINER)
-    sweep_dir = work / "bench_conf" / "sweep"
+    sweep_dir = work / "bench_conf" / "space"
     sweep_dir.mkdir(parents=True)
     (sweep_dir / "trial_overhead.yaml").write_text(SEARCH_SPACE.format(trials=trials))
     times = work / "times.jsonl"
@@ -83,7 +83,7 @@ def run(trials: int, oom_every: int, work: Path, model_dir: Path, data_dir: Path
     env.pop("MLFLOW_TRACKING_URI", None)
     argv = [
         sys.executable, str(REPO / "sweep.py"), "-m", f"hydra.searchpath=[file://{work / 'bench_conf'}]",
-        "sweep=trial_overhead", "hardware=a2_64g", "model=qwen3_0_6b", f"model.path={model_dir}",
+        "space=trial_overhead", "hardware=a2_64g", "model=qwen3_0_6b", f"model.path={model_dir}",
         f"data.dir={data_dir}", "verl.data.train_batch_size=8", "verl.actor_rollout_ref.actor.ppo_mini_batch_size=8",
         "verl.data.max_prompt_length=64", "verl.data.max_response_length=64", "plan.enforce=false",
         f"runner.entrypoint=[python,{trainer}]", "runner.live_tail=0", f"paths.output_root={work / 'out'}",

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from hydra.errors import HydraException
 
-from verlsweep.command.compose import build_trial, compose_config
+from verlsweep.command.compose import build_command, compose_config
 from verlsweep.common.errors import ConfigError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -52,7 +52,7 @@ CASES = {
 def test_bad_value_is_rejected_naming_key_and_allowed_values(name):
     overrides, key, allowed = CASES[name]
     with pytest.raises(ConfigError) as err:
-        build_trial(compose_config(overrides), require_paths=False)
+        build_command(compose_config(overrides), require_paths=False)
     matching = [p for p in err.value.problems if p.key == key]
     assert matching, f"{key} not named in: {err.value}"
     assert allowed in matching[0].allowed, str(err.value)

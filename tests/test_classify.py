@@ -77,9 +77,9 @@ def scan(*lines: str) -> LogScanner:
 
 @pytest.mark.parametrize("expected,line", REAL_LINES, ids=[f"{o}-{i}" for i, (o, _) in enumerate(REAL_LINES)])
 def test_real_error_line_classifies_to_its_outcome_and_is_kept_as_excerpt(expected, line):
-    verdict = classify(1, scan("INFO: starting", line, "Set the environment variable HYDRA_FULL_ERROR=1"), steps=0)
-    assert verdict.outcome == expected
-    assert strip_prefix(line) in verdict.excerpt
+    diagnosis = classify(1, scan("INFO: starting", line, "Set the environment variable HYDRA_FULL_ERROR=1"), steps=0)
+    assert diagnosis.outcome == expected
+    assert strip_prefix(line) in diagnosis.excerpt
 
 
 def test_every_row_of_the_classifier_is_the_one_that_decides_some_real_line():
@@ -90,24 +90,24 @@ def test_every_row_of_the_classifier_is_the_one_that_decides_some_real_line():
 
 
 def test_the_first_failure_text_in_time_wins_an_oom_before_the_timeouts_and_dead_actors_it_causes():
-    verdict = classify(1, scan(
+    diagnosis = classify(1, scan(
         "torch.OutOfMemoryError: NPU out of memory. Tried to allocate 674.00 MiB",
         "[Rank 1] Watchdog caught collective operation timeout: WorkHCCL(SeqNum=1, OpType=ALLREDUCE)",
         "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.",
     ), steps=1)
-    assert (verdict.outcome, verdict.reason) == ("oom", "npu out of memory")
+    assert (diagnosis.outcome, diagnosis.reason) == ("oom", "npu out of memory")
 
 
 def test_in_one_traceback_the_innermost_exception_is_the_cause_not_the_ray_wrapper_before_it():
-    verdict = classify(1, scan(
+    diagnosis = classify(1, scan(
         "Traceback (most recent call last):",
         '  File "main_ppo.py", line 1, in main',
         "ray.exceptions.RayTaskError(OutOfMemoryError): ray::TaskRunnerV1.run() (pid=7, ip=10.0.0.2)",
         '  File "engine_workers.py", line 2, in update_actor',
         "torch.OutOfMemoryError: NPU out of memory. Tried to allocate 674.00 MiB",
     ), steps=1)
-    assert (verdict.outcome, verdict.reason) == ("oom", "npu out of memory")
-    assert verdict.excerpt.startswith("torch.OutOfMemoryError: NPU out of memory")
+    assert (diagnosis.outcome, diagnosis.reason) == ("oom", "npu out of memory")
+    assert diagnosis.excerpt.startswith("torch.OutOfMemoryError: NPU out of memory")
 
 
 def _oom_in(method: str) -> list[str]:
@@ -132,24 +132,24 @@ def _oom_in(method: str) -> list[str]:
     (["torch.OutOfMemoryError: NPU out of memory. Tried to allocate 674.00 MiB"], None),   # no traceback: unknown
 ], ids=["update_actor", "ref_log_prob", "update_weights", "init_model", "vllm_start", "kv_cache", "bare"])
 def test_an_oom_names_its_phase_from_vllms_check_or_the_verl_worker_method_it_struck_in(lines, phase):
-    verdict = classify(1, scan(*lines), steps=1)
-    assert (verdict.outcome, verdict.phase) == ("oom", phase)
+    diagnosis = classify(1, scan(*lines), steps=1)
+    assert (diagnosis.outcome, diagnosis.phase) == ("oom", phase)
 
 
 def test_a_failure_that_is_not_an_oom_has_no_phase():
     lines = [line.replace("RayTaskError(OutOfMemoryError)", "RayTaskError(RuntimeError)") for line in _oom_in(
         "update_actor")[:-1]]
-    verdict = classify(1, scan(*lines, "RuntimeError: EI0002: The wait execution of the Notify register times out."),
+    diagnosis = classify(1, scan(*lines, "RuntimeError: EI0002: The wait execution of the Notify register times out."),
                        steps=1)
-    assert (verdict.outcome, verdict.phase) == ("hccl_timeout", None)
+    assert (diagnosis.outcome, diagnosis.phase) == ("hccl_timeout", None)
 
 
 def test_an_hccl_timeout_after_an_allocation_warning_is_an_hccl_timeout():
-    verdict = classify(1, scan(
+    diagnosis = classify(1, scan(
         "(WorkerDict pid=7) WARNING: Failed to allocate pinned buffer, retrying",
         "(WorkerDict pid=8) [Rank 1] Watchdog caught collective operation timeout: WorkHCCL(SeqNum=1)",
     ), steps=1)
-    assert verdict.outcome == "hccl_timeout"
+    assert diagnosis.outcome == "hccl_timeout"
 
 
 def test_an_ambiguous_text_colours_a_process_that_died_but_never_a_limit_stop():
@@ -190,10 +190,10 @@ def test_fatal_texts_are_a_tracebacks_exception_line_or_rays_actor_died_notice(l
 
 
 def test_excerpt_keeps_the_matched_line_and_two_following_lines_without_ray_prefix():
-    verdict = classify(1, scan("(TaskRunnerV1 pid=12, ip=10.0.0.2) ValueError: Total available GPUs 0 is less than "
+    diagnosis = classify(1, scan("(TaskRunnerV1 pid=12, ip=10.0.0.2) ValueError: Total available GPUs 0 is less than "
                                "total desired GPUs 8", "(TaskRunnerV1 pid=12) line two", "line three", "line four"),
                        steps=0)
-    assert verdict.excerpt.splitlines() == [
+    assert diagnosis.excerpt.splitlines() == [
         "ValueError: Total available GPUs 0 is less than total desired GPUs 8", "line two", "line three"]
 
 
@@ -210,27 +210,27 @@ def test_exit_zero_with_steps_is_completed_even_if_an_error_text_was_printed():
 
 
 def test_exit_zero_without_any_training_step_is_a_crash_not_a_silent_success():
-    verdict = classify(0, scan("hello"), steps=0)
-    assert verdict.outcome == "crash"
-    assert "no training step" in verdict.reason
+    diagnosis = classify(0, scan("hello"), steps=0)
+    assert diagnosis.outcome == "crash"
+    assert "no training step" in diagnosis.reason
 
 
 def test_unexplained_nonzero_exit_is_a_crash_with_the_last_exception_line():
-    verdict = classify(1, scan("Traceback (most recent call last):", '  File "x.py", line 1',
+    diagnosis = classify(1, scan("Traceback (most recent call last):", '  File "x.py", line 1',
                                "KeyError: 'reward_model'", "Set the environment variable HYDRA_FULL_ERROR=1"),
                        steps=0)
-    assert (verdict.outcome, verdict.excerpt) == ("crash", "KeyError: 'reward_model'")
+    assert (diagnosis.outcome, diagnosis.excerpt) == ("crash", "KeyError: 'reward_model'")
 
 
 def test_death_by_signal_names_the_signal():
-    verdict = classify(-signal.SIGKILL, scan("step:1 - a:1"), steps=1)
-    assert verdict.outcome == "crash"
-    assert "SIGKILL" in verdict.reason
+    diagnosis = classify(-signal.SIGKILL, scan("step:1 - a:1"), steps=1)
+    assert diagnosis.outcome == "crash"
+    assert "SIGKILL" in diagnosis.reason
 
 
 def test_prune_wins_over_everything_in_the_log():
-    verdict = classify(-15, scan("NPU out of memory. Tried to allocate 1 GiB"), steps=2, stopped="pruned")
-    assert verdict.outcome == "pruned"
+    diagnosis = classify(-15, scan("NPU out of memory. Tried to allocate 1 GiB"), steps=2, stopped="pruned")
+    assert diagnosis.outcome == "pruned"
 
 
 @pytest.mark.parametrize("stopped", ["hang", "timeout"])

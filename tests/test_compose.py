@@ -12,7 +12,7 @@ import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from verlsweep import CONF_DIR
-from verlsweep.command.compose import build_trial, compose_config
+from verlsweep.command.compose import build_command, compose_config
 from verlsweep.common.errors import ConfigError
 from verlsweep.command.overrides import format_value
 
@@ -34,7 +34,7 @@ def overrides_of(trial) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def remax_trial():
     cfg = compose_config(["hardware=a2_64g", "algorithm=remax", "model=qwen3_8b"])
-    return build_trial(cfg, require_paths=False)
+    return build_command(cfg, require_paths=False)
 
 
 def test_remax_on_a2_composes_to_the_seed_recipe(remax_trial):
@@ -118,14 +118,14 @@ def test_only_keys_verl_adds_dynamically_get_plus(remax_trial):
 def test_dataclass_only_field_gets_plus_and_schema_key_does_not():
     cfg = compose_config(["algorithm=grpo", "verl.actor_rollout_ref.rollout.enable_sleep_mode=false",
                           "verl.actor_rollout_ref.rollout.max_num_seqs=64"])
-    o = overrides_of(build_trial(cfg, require_paths=False))
+    o = overrides_of(build_command(cfg, require_paths=False))
     assert o["+actor_rollout_ref.rollout.enable_sleep_mode"] == "False"
     assert o["actor_rollout_ref.rollout.max_num_seqs"] == "64"
 
 
 def test_command_line_sets_any_verl_key_without_plus():
     cfg = compose_config(["verl.trainer.rollout_data_dir=/tmp/rollouts", "verl.trainer.total_training_steps=3"])
-    o = overrides_of(build_trial(cfg, require_paths=False))
+    o = overrides_of(build_command(cfg, require_paths=False))
     assert o["trainer.rollout_data_dir"] == "/tmp/rollouts"
     assert o["trainer.total_training_steps"] == "3"
 
@@ -139,14 +139,14 @@ def test_values_round_trip_through_hydras_override_parser(value):
 
 
 def test_remax_runs_the_legacy_trainer_and_grpo_the_v1_trainer():
-    grpo = overrides_of(build_trial(compose_config(["algorithm=grpo"]), require_paths=False))
+    grpo = overrides_of(build_command(compose_config(["algorithm=grpo"]), require_paths=False))
     assert "trainer.use_v1" not in grpo  # verl 0.9.1's default: v1
-    remax = overrides_of(build_trial(compose_config(["algorithm=remax"]), require_paths=False))
+    remax = overrides_of(build_command(compose_config(["algorithm=remax"]), require_paths=False))
     assert remax["trainer.use_v1"] == "False"
 
 
 def test_gpu_hardware_switches_device_env_and_offload():
-    o = overrides_of(build_trial(compose_config(["hardware=h100_80g"]), require_paths=False))
+    o = overrides_of(build_command(compose_config(["hardware=h100_80g"]), require_paths=False))
     assert o["trainer.device"] == "cuda"
     assert o["actor_rollout_ref.actor.fsdp_config.param_offload"] == "False"
     assert not any("engine_kwargs" in k for k in o)
@@ -168,7 +168,7 @@ def test_paths_follow_environment_roots(monkeypatch, tmp_path):
 def test_missing_model_is_an_error_in_a_real_run(monkeypatch, tmp_path):
     monkeypatch.setenv("VERLSWEEP_MODEL_ROOT", str(tmp_path))
     with pytest.raises(ConfigError) as err:
-        build_trial(compose_config([]))
+        build_command(compose_config([]))
     [missing] = [p for p in err.value.problems if p.key == "model.path"]
     assert str(missing) == f"not found: model.path={tmp_path}/Qwen3-8B (set VERLSWEEP_MODEL_ROOT or paths.model_root)"
 
@@ -182,7 +182,7 @@ def combination_failure(algorithm: str, hardware: str, model: str) -> str | None
     """Why this shipped combination fails, or None. Only our own rules, naming a verl or hardware key and
     what it allows, may refuse one; verl itself must accept every command we build, each key once."""
     try:
-        trial = build_trial(compose_config([f"algorithm={algorithm}", f"hardware={hardware}", f"model={model}"]),
+        trial = build_command(compose_config([f"algorithm={algorithm}", f"hardware={hardware}", f"model={model}"]),
                             require_paths=False)
     except ConfigError as exc:
         foreign = [p for p in exc.problems
@@ -236,7 +236,7 @@ def test_dry_run_prints_a_runnable_snippet_and_writes_command_json(tmp_path):
 
 @pytest.mark.slow
 def test_multirun_dry_run_writes_one_command_per_trial(tmp_path):
-    proc = run_sweep(["-m", "sweep=smoke", "dry_run=true", f"paths.output_root={tmp_path}/out"], cwd=tmp_path,
+    proc = run_sweep(["-m", "space=smoke", "dry_run=true", f"paths.output_root={tmp_path}/out"], cwd=tmp_path,
                      timeout=300)
     assert proc.returncode == 0, proc.stderr
     commands = [json.loads(p.read_text()) for p in sorted((tmp_path / "out").rglob("command.json"))]

@@ -18,9 +18,9 @@ STUDY = "jobdirs"
 
 
 def _sweep(tmp: Path, uri: str, *extra: str) -> None:
-    # sweep=smoke: util choice(0.5,0.6); a seeded random sampler re-proposes a measured config (reused:
+    # space=smoke: util choice(0.5,0.6); a seeded random sampler re-proposes a measured config (reused:
     # nothing launched), the guide is off so only the enqueued configs and the sampler pick trials
-    args = ["hardware=a2_64g", "algorithm=remax", "runner=estimate", "sweep=smoke", "hydra/sweeper/sampler=random",
+    args = ["hardware=a2_64g", "algorithm=remax", "runner=estimate", "space=smoke", "hydra/sweeper/sampler=random",
             "hydra.sweeper.sampler.seed=0", "hydra.sweeper.guide.top_k=0", f"paths.output_root={tmp / 'out'}",
             f"tracking.uri={uri}", f"hydra.sweeper.study_name={STUDY}", *extra]
     proc = run_sweep(tmp, args, new_mark(), multirun=True)

@@ -17,10 +17,10 @@ UTIL = "verl.actor_rollout_ref.rollout.gpu_memory_utilization"
 
 
 def test_a_reused_trial_has_one_line_and_one_name_on_the_terminal_summary_report_and_mlflow(store, tmp_path):
-    # sweep=smoke: util choice(0.5,0.6); trial 0 is the enqueued 0.6 and the seeded random sampler proposes
+    # space=smoke: util choice(0.5,0.6); trial 0 is the enqueued 0.6 and the seeded random sampler proposes
     # 0.6 again for trial 1 (tests/test_job_dirs.py uses the same draw): reused, nothing launched
     proc = run_sweep(tmp_path, [
-        "hardware=a2_64g", "algorithm=remax", "runner=estimate", "sweep=smoke", "hydra/sweeper/sampler=random",
+        "hardware=a2_64g", "algorithm=remax", "runner=estimate", "space=smoke", "hydra/sweeper/sampler=random",
         "hydra.sweeper.sampler.seed=0", "hydra.sweeper.guide.top_k=0", f"paths.output_root={tmp_path / 'out'}",
         f"tracking.uri={store}", f"hydra.sweeper.enqueue=[{{{UTIL}:0.6}}]", "hydra.sweeper.n_trials=3",
         f"hydra.sweep.dir={tmp_path / 'sweep'}"], new_mark(), multirun=True)

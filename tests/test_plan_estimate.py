@@ -103,7 +103,7 @@ def test_an_objective_the_planner_cannot_predict_is_refused_by_name(tmp_path):
 def test_a_whole_estimated_sweep_runs_offline_and_is_tracked_like_a_real_one(empty_mlflow_db, tmp_path):
     """The README's first command, with no model, data or accelerator (runner=estimate)."""
     uri = copy_store(empty_mlflow_db, tmp_path)
-    proc = run_sweep(tmp_path, ["hardware=a2_64g", "algorithm=remax", "runner=estimate", "sweep=smoke",
+    proc = run_sweep(tmp_path, ["hardware=a2_64g", "algorithm=remax", "runner=estimate", "space=smoke",
                                 "hydra.sweeper.n_trials=2",
                                 "validate.verl=false", f"tracking.uri={uri}", "paths.model_root=/nonexistent"],
                      new_mark(), multirun=True, timeout=600)

@@ -41,11 +41,11 @@ _SMALL_BOX_V1 = ["verl.transfer_queue.backend.SimpleStorage.num_data_storage_uni
 
 def composed_overrides(algorithm: str, model_dir: Path, data_dir: Path, extra: list[str] = ()) -> list[str]:
     """verl overrides for `hardware=a2_64g algorithm=<algorithm> model=qwen3_8b` on the fixtures."""
-    from verlsweep.command.compose import build_trial, compose_config
+    from verlsweep.command.compose import build_command, compose_config
 
     cfg = compose_config(["hardware=a2_64g", f"algorithm={algorithm}", "model=qwen3_8b",
                           f"model.path={model_dir}", f"data.dir={data_dir}", *_SCALE_DOWN, *extra])
-    return build_trial(cfg).overrides
+    return build_command(cfg).overrides
 
 
 def _private_ray(ray_tmp: Path) -> list[str]:

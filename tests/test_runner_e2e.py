@@ -167,7 +167,7 @@ def test_the_verlsweep_sweeper_creates_the_parent_run_and_nests_every_trial(tiny
     tracking.parent_run_id per trial, finish_sweep_run at the end (sweeps/smoke.yaml: 2 trials)."""
     mark = new_mark()
     proc = run_sweep(tmp_path, [*tiny_overrides(tiny_model_dir, gsm8k_dir, tmp_path / "out", store),
-                                standin_entrypoint(), "sweep=smoke", "validate.verl=false"], mark, multirun=True)
+                                standin_entrypoint(), "space=smoke", "validate.verl=false"], mark, multirun=True)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     client = MlflowClient(store)
     runs = client.search_runs([e.experiment_id for e in client.search_experiments()])

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from verlsweep.command.compose import build_trial, compose_config
+from verlsweep.command.compose import build_command, compose_config
 from verlsweep.common import processes
 from verlsweep.common.result import NullReporter
 from verlsweep.common.names import TRIAL_DIR_ENV
@@ -127,7 +127,7 @@ def test_with_ray_address_the_trial_env_reaches_verls_actors_through_the_runtime
     cfg = compose_config(["validate.verl=false", "tracking.enabled=false", "runner.ray_address=10.0.0.1:6379",
                           "env.HCCL_EXEC_TIMEOUT=3600", "+verl.ray_kwargs.ray_init.runtime_env.env_vars.KEEP=mine",
                           "+env.KEEP=ours"])
-    trial = build_trial(cfg, require_paths=False)
+    trial = build_command(cfg, require_paths=False)
     env = {"MLFLOW_RUN_ID": "abc123", "MLFLOW_TRACKING_URI": "sqlite:////x/mlflow.db",
            "VERL_FILE_LOGGER_PATH": "/x/metrics.jsonl"}
     args = actor_env_args(trial, env, trial.argv, tmp_path)
@@ -149,7 +149,7 @@ def test_with_ray_address_a_credential_in_the_trial_env_is_refused_naming_it(tmp
 
     cfg = compose_config(["validate.verl=false", "tracking.enabled=false", "runner.ray_address=auto",
                           "+env.HF_TOKEN=hf_secret"])
-    trial = build_trial(cfg, require_paths=False)
+    trial = build_command(cfg, require_paths=False)
     with pytest.raises(ConfigError, match="env.HF_TOKEN") as err:
         actor_env_args(trial, {}, trial.argv, tmp_path)
     assert "hf_secret" not in str(err.value)
@@ -207,7 +207,7 @@ def run_fake(tmp_path: Path, mode: str, reporter=None, *overrides: str):
     script.write_text(FAKE_TRAINER)
     cfg = compose_config(["validate.verl=false", "tracking.enabled=false", "runner.grace_period=2",
                           f"runner.entrypoint=[python,{script},{mode}]", *overrides])
-    trial = build_trial(cfg, require_paths=False)
+    trial = build_command(cfg, require_paths=False)
     runner = get_runner("verl")
     result = runner.run(cfg, trial, reporter or NullReporter(), {TRIAL_DIR_ENV: str(tmp_path / "trial")})
     return result, runner.details
@@ -275,7 +275,7 @@ def test_script_runner_sets_mapped_knobs_in_env_and_forwards_the_rest(tmp_path, 
                           f"runner.script={script}", f"runner.forward={forward}", "model.path=/models/tiny",
                           "verl.actor_rollout_ref.rollout.gpu_memory_utilization=0.45",
                           f"+env.FAKE_TRAINER={trainer}"])
-    trial = build_trial(cfg, require_paths=False)
+    trial = build_command(cfg, require_paths=False)
     runner = get_runner("script")
     result = runner.run(cfg, trial, NullReporter(), {TRIAL_DIR_ENV: str(tmp_path / "trial")})
     assert result.outcome == "completed" and result.backend == "script"
@@ -292,5 +292,5 @@ def test_script_runner_without_a_script_names_the_key(tmp_path):
 
     cfg = compose_config(["validate.verl=false", "tracking.enabled=false", "runner=script", "runner.script=null"])
     with pytest.raises(ConfigError, match="runner.script"):
-        get_runner("script").run(cfg, build_trial(cfg, require_paths=False), NullReporter(),
+        get_runner("script").run(cfg, build_command(cfg, require_paths=False), NullReporter(),
                                  {TRIAL_DIR_ENV: str(tmp_path)})

@@ -7,7 +7,7 @@ import optuna
 import pytest
 from omegaconf import OmegaConf
 
-from hydra_plugins.verlsweep_launcher.slurm_launcher import slurm_minutes
+from verlsweep.command.resolvers import slurm_minutes
 from hydra_plugins.verlsweep_sweeper import _results
 from verlsweep.command.compose import compose_config
 from verlsweep.common import slurm

@@ -234,10 +234,10 @@ def test_a_dry_run_for_a_node_names_the_machine_each_verdict_is_about_and_this_m
 
 
 def test_a_search_space_asked_of_hydras_basic_sweeper_is_refused_with_a_message(tmp_path):
-    proc = run_sweep(tmp_path, ["hydra/sweeper=basic", "sweep=smoke", "dry_run=true", f"paths.output_root={tmp_path}"],
+    proc = run_sweep(tmp_path, ["hydra/sweeper=basic", "space=smoke", "dry_run=true", f"paths.output_root={tmp_path}"],
                      new_mark(), multirun=True, timeout=120)
     assert proc.returncode == 2
-    assert "hydra/sweeper=basic cannot run it: drop sweep=" in proc.stderr and "Traceback" not in proc.stderr
+    assert "hydra/sweeper=basic cannot run it: drop space=" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_help_shows_our_groups_and_three_commands(tmp_path):
@@ -245,7 +245,7 @@ def test_help_shows_our_groups_and_three_commands(tmp_path):
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    for group in ("algorithm", "data", "hardware", "model", "runner", "sweep"):
+    for group in ("algorithm", "data", "hardware", "model", "runner", "space"):
         assert any(line.split()[:1] == [group] for line in lines), group
     assert not any(line.split()[:1] == ["device"] for line in lines)
     assert sum(1 for line in lines if line.strip().startswith("python sweep.py ")) == 3

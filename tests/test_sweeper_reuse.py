@@ -21,9 +21,9 @@ UTIL = "verl.actor_rollout_ref.rollout.gpu_memory_utilization"
 
 
 def _sweep(tmp_path: Path, uri: str, *extra: str) -> subprocess.CompletedProcess:
-    # sweep=smoke: util choice(0.5,0.6) only; a random sampler re-proposes them (the grid would not)
+    # space=smoke: util choice(0.5,0.6) only; a random sampler re-proposes them (the grid would not)
     argv = [sys.executable, str(ROOT / "sweep.py"), "-m", "hardware=a2_64g", "algorithm=remax", "runner=estimate",
-            "sweep=smoke", "hydra/sweeper/sampler=random", "hydra.sweeper.sampler.seed=0",
+            "space=smoke", "hydra/sweeper/sampler=random", "hydra.sweeper.sampler.seed=0",
             "hydra.sweeper.max_consecutive_failures=10", "validate.verl=false", f"tracking.uri={uri}",
             f"hydra.sweep.dir={tmp_path / 'sweep'}", "hydra.sweeper.study_name=reuse", *extra]
     proc = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=600)

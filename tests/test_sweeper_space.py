@@ -148,5 +148,5 @@ def test_sweep_equals_name_selects_the_search_space_written_in_sweeps_name_yaml(
     assert {p.stem for p in files} >= {"rollout_memory", "smoke", "algorithms"}
     for path in files:
         declared = yaml.safe_load(path.read_text())["hydra"]["sweeper"]["params"]
-        composed = OmegaConf.to_container(compose(f"sweep={path.stem}").hydra.sweeper.params, resolve=False)
+        composed = OmegaConf.to_container(compose(f"space={path.stem}").hydra.sweeper.params, resolve=False)
         assert composed == declared, path.name

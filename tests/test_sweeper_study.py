@@ -179,7 +179,7 @@ def test_reopening_a_study_with_other_directions_is_refused(sqlite_url):
 
 
 def test_default_study_name_joins_sweep_hardware_model_algorithm_and_hashes_space_and_fixed_overrides():
-    cfg = OmegaConf.create({"hydra": {"runtime": {"choices": {"sweep": "rollout_memory", "hardware": "a2_64g",
+    cfg = OmegaConf.create({"hydra": {"runtime": {"choices": {"space": "rollout_memory", "hardware": "a2_64g",
                                                               "model": "qwen3_8b", "algorithm": "grpo"}}}})
     space = SearchSpace(distributions={"verl.a": CategoricalDistribution([1, 2])})
     name = _study.default_study_name(cfg, space)

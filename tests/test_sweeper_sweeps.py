@@ -247,10 +247,10 @@ def test_a_parallel_launcher_runs_n_jobs_trials_at_once(tmp_path, launcher):
 
 
 def bad_sweep(tmp_path: Path, body: str) -> subprocess.CompletedProcess:
-    extra = tmp_path / "extra" / "sweep"
+    extra = tmp_path / "extra" / "space"
     extra.mkdir(parents=True)
     (extra / "bad.yaml").write_text("# @package _global_\nhydra:\n  sweeper:\n    params:\n" + body)
-    return run(tmp_path, "sweep=bad", f"hydra.searchpath=[file://{tmp_path / 'extra'}]", ok=False)
+    return run(tmp_path, "space=bad", f"hydra.searchpath=[file://{tmp_path / 'extra'}]", ok=False)
 
 
 @pytest.mark.parametrize(
@@ -304,7 +304,7 @@ def test_enqueued_known_good_configs_run_first(tmp_path):
 
 
 def test_sweep_py_dry_run_composes_each_trial_and_records_nothing(tmp_path):
-    run(tmp_path, "sweep=smoke", "dry_run=true", script=SWEEP_PY)
+    run(tmp_path, "space=smoke", "dry_run=true", script=SWEEP_PY)
     commands = sorted((tmp_path / "sweep").glob("*/command.json"))
     utils = {a for path in commands for a in yaml.safe_load(path.read_text())["argv"]
              if a.startswith("actor_rollout_ref.rollout.gpu_memory_utilization=")}
@@ -327,7 +327,7 @@ def test_sweep_py_with_the_estimate_runner_runs_a_pruned_constrained_sweep(tmp_p
 
 
 def test_algorithms_sweep_is_a_grid_over_every_algorithm_accepted_by_verl(tmp_path):
-    run(tmp_path, "sweep=algorithms", "dry_run=true", "validate.verl=true", script=SWEEP_PY)
+    run(tmp_path, "space=algorithms", "dry_run=true", "validate.verl=true", script=SWEEP_PY)
     commands = sorted((tmp_path / "sweep").glob("*/command.json"))
     estimators = set()
     for path in commands:

@@ -19,7 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from verlsweep import plan, study_link
 from verlsweep.plan import ray_demand
 from verlsweep.command import knobs
-from verlsweep.command.compose import Trial, build_trial
+from verlsweep.command.compose import Command, build_command
 from verlsweep.common import crashpoint
 from verlsweep.common.names import (COMMAND_JSON, COMMAND_SH, EXCERPT_FILE, FILE_LOGGER_ENV, JOB_DIR_ATTR, METRICS_FILE,
                                     RESULT_FILE, RUN_ID_ATTR, TRIAL_DIR_ENV)
@@ -41,7 +41,7 @@ def output_dir() -> Path:
 
 def dry_run(cfg: DictConfig) -> None:
     """Print the trial as bash and write command.json, with the planner's verdict; launch nothing."""
-    trial = build_trial(cfg, require_paths=False)
+    trial = build_command(cfg, require_paths=False)
     for warning in trial.warnings:
         log.warning("dry run: %s", warning)
     path = trial.write(output_dir())
@@ -103,7 +103,7 @@ def check_fixed(cfg: DictConfig, varied: Collection[str], dry: bool) -> list[Pro
     groups = {g for g in varied if "." not in g}
     try:
         runner = get_runner(str(cfg.runner.name))
-        build_trial(cfg, require_paths=getattr(runner, "needs_files", True) and not dry)
+        build_command(cfg, require_paths=getattr(runner, "needs_files", True) and not dry)
     except ConfigError as exc:
         problems = exc.problems
     else:
@@ -136,7 +136,7 @@ def run(cfg: DictConfig) -> Any:
 
     try:
         runner = get_runner(str(cfg.runner.name))
-        trial = build_trial(cfg, require_paths=getattr(runner, "needs_files", True))
+        trial = build_command(cfg, require_paths=getattr(runner, "needs_files", True))
     except ConfigError as exc:
         if not multirun or isinstance(exc, TrackingUnavailable):
             raise
@@ -229,7 +229,7 @@ def _start_tracking(cfg: DictConfig) -> TrialRun | None:
                           extra_tags={slurm.JOB_ID_TAG: job} if job else None)
 
 
-def _start_monitor(cfg: DictConfig, trial: Trial, tracked: TrialRun | None, runner: Any) -> TrialMonitor | None:
+def _start_monitor(cfg: DictConfig, trial: Command, tracked: TrialRun | None, runner: Any) -> TrialMonitor | None:
     """Device and host readings for the trial's run while it runs; first a warning if a device the trial
     may use is already busy (a leftover trial or another job: the trial would OOM for a reason that is
     not its config)."""
@@ -252,9 +252,9 @@ def _trial_env(out: Path, tracked: TrialRun | None) -> dict[str, str]:
     return env
 
 
-def _write_command(trial: Trial, out: Path) -> list[Path]:
+def _write_command(trial: Command, out: Path) -> list[Path]:
     """command.json / command.sh of the launched trial, credentials redacted (they become artifacts)."""
-    shown = Trial(argv=trial.argv, env=redact_env(trial.env), entrypoint_len=trial.entrypoint_len)
+    shown = Command(argv=trial.argv, env=redact_env(trial.env), entrypoint_len=trial.entrypoint_len)
     sh = out / COMMAND_SH
     sh.write_text("#!/usr/bin/env bash\n" + shown.to_bash())
     return [shown.write(out), sh]

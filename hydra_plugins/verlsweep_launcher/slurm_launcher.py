@@ -14,7 +14,6 @@ the job, which would re-run a trial behind the sweeper's back).
 from __future__ import annotations
 
 import logging
-import math
 import signal
 import time
 from pathlib import Path
@@ -26,39 +25,15 @@ from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher
 from omegaconf import OmegaConf
 
+from verlsweep.command import resolvers
 from verlsweep.common import slurm
 
 log = logging.getLogger(__name__)
 
-SLURM_MINUTES = "verlsweep.slurm_minutes"
-SLURM_GRES = "verlsweep.slurm_gres"
 UNFINISHED = ("PENDING", "RUNNING", "COMPLETING", "CONFIGURING", "REQUEUED", "RESIZING", "SUSPENDED", "UNKNOWN")
 
 
-def slurm_minutes(timeout_s: Any, margin_min: Any) -> int:
-    """The job's time limit: the trial's own limit (runner.timeout, s) plus a margin for start and teardown;
-    the margin alone for a runner without a limit (runner=estimate takes seconds)."""
-    if timeout_s is None:
-        return int(margin_min)
-    if float(timeout_s) <= 0:
-        raise ValueError(f"runner.timeout={timeout_s!r}: a positive number of seconds is needed for the Slurm "
-                         "job's time limit (or set hydra.launcher.timeout_min)")
-    return int(math.ceil(float(timeout_s) / 60.0) + int(margin_min))
-
-
-def slurm_gres(*, _root_: Any) -> str | None:
-    """`slurm.gres`: auto -> `gpu:<devices_per_node>` on CUDA, `<slurm.npu_gres>:<n>` on Ascend; null -> none."""
-    gres = OmegaConf.select(_root_, "slurm.gres")
-    if gres != "auto":
-        return None if gres is None else str(gres)
-    hw = _root_.hardware
-    name = "gpu" if str(hw.device) == "cuda" else str(_root_.slurm.npu_gres)
-    return f"{name}:{int(hw.devices_per_node)}"
-
-
-# replace=True: Hydra's plugin scan may execute this module more than once in a process
-OmegaConf.register_new_resolver(SLURM_MINUTES, slurm_minutes, replace=True)
-OmegaConf.register_new_resolver(SLURM_GRES, slurm_gres, replace=True)
+resolvers.register()    # conf/hydra/launcher/slurm.yaml's ${verlsweep.slurm_*:}
 
 
 def _trap_scheduler_signals(job_id: str | None) -> None:

@@ -162,7 +162,7 @@ class VerlSweepImpl(Sweeper):
             me.settle_stale()             # a dead sweep's leftovers are stopped before any new trial
             tracking = None if dry_run else _tracking.start_parent_run(
                 self.config, name, space.describe(), sampler=type(study.sampler).__name__,
-                sweep_name=OmegaConf.select(self.config, "hydra.runtime.choices.sweep", default=None),
+                sweep_name=OmegaConf.select(self.config, "hydra.runtime.choices.space", default=None),
                 session=me.label, others_alive=bool(me.others()))
             me.tracking = tracking
             parent = tracking.parent if tracking else None
@@ -264,7 +264,7 @@ class VerlSweepImpl(Sweeper):
         space = _space.parse(lines + list(arguments), parser)
         if not space.distributions:
             problems.append(Problem(_space.PARAMS_KEY, space.fixed or None,
-                                    "at least one swept param (choice/range/interval), e.g. sweep=rollout_memory"))
+                                    "at least one swept param (choice/range/interval), e.g. space=rollout_memory"))
         problems += _space.check(space, self.config, self._group_options)
         if problems:
             raise SearchSpaceError(problems)
@@ -308,12 +308,12 @@ class VerlSweepImpl(Sweeper):
 
     def _compose_launch(self, overrides: list[str]) -> str:
         """best_launch.sh: the trial's overrides, the long-run steps, composed and validated as a trial."""
-        from verlsweep.command.compose import build_trial
+        from verlsweep.command.compose import build_command
         from verlsweep.tracking.mlflow_runs import tracking_uri
 
         long = [*map(str, self.long_run.overrides), f"trial.steps={int(self.long_run.steps)}"]
         cfg = self._compose_trial([*overrides, *long])
-        trial = build_trial(cfg, require_paths=False)
+        trial = build_command(cfg, require_paths=False)
         # paths missing here say nothing about the node: the script's variables name them there
         return trial.to_launch_script(cfg, tracking_uri(cfg))
 

@@ -35,7 +35,7 @@ STALE_RETRIES = 1                      # a dead sweep's trial is re-run once, th
 SPACE_ATTR = "verlsweep.space"
 DIRECTIONS = ("minimize", "maximize")
 # command-line overrides that do not change what a trial measures, so do not split the study
-_NAME_NEUTRAL = ("hydra", "trial.", "paths.", "tracking.", "validate.", "dry_run", "sweep", "hardware", "model",
+_NAME_NEUTRAL = ("hydra", "trial.", "paths.", "tracking.", "validate.", "dry_run", "space", "hardware", "model",
                  "algorithm")
 
 
@@ -86,7 +86,7 @@ def default_study_name(config: DictConfig, space: SearchSpace) -> str:
             return "x"
         return str(choices.get(group) or OmegaConf.select(config, fallback_key, default=None) or "none")
 
-    name = ".".join([part("sweep", "sweep.name"), part("hardware", "hardware.name"),
+    name = ".".join([part("space", "space.name"), part("hardware", "hardware.name"),
                      part("model", "model.name"), part("algorithm", "algorithm.name")])
     digest = hashlib.sha1(json.dumps(signature(space), sort_keys=True).encode()).hexdigest()[:8]
     return f"{name}.{digest}"

@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
-from hydra_plugins.verlsweep_sweeper import _resolvers
+from verlsweep.command import resolvers
 
 # --- samplers (hydra/sweeper/sampler) ------------------------------------------------------------
 # `seed` is settable as hydra.sweeper.sampler.seed for every sampler.
@@ -223,7 +223,7 @@ def register() -> None:
     for name, node in (("median", MedianPrunerConfig), ("percentile", PercentilePrunerConfig),
                        ("hyperband", HyperbandPrunerConfig), ("none", NopPrunerConfig)):
         cs.store(group="hydra/sweeper/pruner", name=name, node=node, provider="verlsweep")
-    _resolvers.register()
+    resolvers.register()
 
 
 register()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from verlsweep.command.suggest import did_you_mean
 
-SWEEP_GROUP = "sweep"            # the search space: configures our sweeper (hydra.sweeper.*) only
+SPACE_GROUP = "space"            # the search space: configures our sweeper (hydra.sweeper.*) only
 OUR_SWEEPER = "verlsweep"
 _CHOICE = re.compile(r"^[+~]*([A-Za-z_][\w/]*)=(.*)$")
 # the config tree is not only conf/: options may come from elsewhere, which this check cannot see
@@ -51,15 +51,15 @@ def _other_sweeper(argv: list[str]) -> str | None:
 
 
 def _picks_space(argv: list[str]) -> bool:
-    return any(re.match(rf"^[+]*{SWEEP_GROUP}(@|=)", a) for a in argv)
+    return any(re.match(rf"^[+]*{SPACE_GROUP}(@|=)", a) for a in argv)
 
 
 def for_other_sweeper(argv: list[str]) -> list[str]:
     """argv with `~sweep` added when it picks another sweeper (e.g. hydra/sweeper=basic) and no search
     space: the `sweep` group's files set our sweeper's keys, which Hydra's BasicSweeperConf rejects."""
-    if _other_sweeper(argv) is None or _picks_space(argv) or any(a.startswith(f"~{SWEEP_GROUP}") for a in argv):
+    if _other_sweeper(argv) is None or _picks_space(argv) or any(a.startswith(f"~{SPACE_GROUP}") for a in argv):
         return argv
-    return [*argv, f"~{SWEEP_GROUP}"]
+    return [*argv, f"~{SPACE_GROUP}"]
 
 
 def sweeper_conflict(argv: list[str]) -> str | None:
@@ -67,14 +67,13 @@ def sweeper_conflict(argv: list[str]) -> str | None:
     other = _other_sweeper(argv)
     if other is None or not _picks_space(argv):
         return None
-    return (f"{SWEEP_GROUP}=... is a search space of the {OUR_SWEEPER} sweeper, hydra/sweeper={other} cannot run "
-            f"it: drop {SWEEP_GROUP}=... (Hydra's sweepers take comma lists, e.g. algorithm=remax,grpo) or "
+    return (f"{SPACE_GROUP}=... is a search space of the {OUR_SWEEPER} sweeper, hydra/sweeper={other} cannot run "
+            f"it: drop {SPACE_GROUP}=... (Hydra's sweepers take comma lists, e.g. algorithm=remax,grpo) or "
             f"hydra/sweeper={other}")
 
 
 # Groups a user never picks: `device` is included by each hardware file (conf/device/).
 INTERNAL_GROUPS = ("device",)
-HELP_GROUPS = "verlsweep.help_groups"
 
 
 def help_groups() -> str:
@@ -86,8 +85,20 @@ def help_groups() -> str:
     return "\n".join(f"  {g:<{width}}  {', '.join(o)}" for g, o in groups.items())
 
 
-def register_resolvers() -> None:
-    from omegaconf import OmegaConf
+# group -> its former name, still accepted on the command line (with a note) for existing scripts
+RENAMED_GROUPS = {SPACE_GROUP: "sweep"}
 
-    # replace=True: Hydra's plugin scan and sweep.py may both register it in one process
-    OmegaConf.register_new_resolver(HELP_GROUPS, help_groups, replace=True)
+
+def renamed_groups(argv: list[str]) -> tuple[list[str], list[str]]:
+    """argv with former group names replaced by today's, and one note per replacement."""
+    out, notes = [], []
+    for a in argv:
+        m = _CHOICE.match(a)
+        prefix = a[:len(a) - len(a.lstrip("+~"))]
+        group = m.group(1) if m else a.lstrip("+~")
+        new = next((n for n, old in RENAMED_GROUPS.items() if group == old), None)
+        if new and not a.startswith("hydra"):
+            a = prefix + new + a[len(prefix) + len(group):]
+            notes.append(f"group `{group}` is now `{new}`: read {group}=... as {new}=...")
+        out.append(a)
+    return out, notes

@@ -21,7 +21,7 @@ from verlsweep.command.overrides import flatten, format_value, ordered
 
 
 @dataclass(frozen=True)
-class Trial:
+class Command:
     """What gets launched: `argv` (entrypoint + verl overrides) under `env` (added to the caller's)."""
 
     argv: list[str]
@@ -96,8 +96,8 @@ def entrypoint(cfg: DictConfig) -> list[str]:
     return [str(a) for a in OmegaConf.to_container(cfg.runner.entrypoint, resolve=True)]
 
 
-def build_trial(cfg: DictConfig, *, require_paths: bool = True) -> Trial:
-    """Validate the composed config (ours, then verl's) and turn it into a Trial.
+def build_command(cfg: DictConfig, *, require_paths: bool = True) -> Command:
+    """Validate the composed config (ours, then verl's) and turn it into a Command.
 
     Raises ConfigError naming every offending key before anything can launch.
     """
@@ -116,7 +116,7 @@ def build_trial(cfg: DictConfig, *, require_paths: bool = True) -> Trial:
         raise ConfigError(problems)
 
     ep = entrypoint(cfg)
-    return Trial(argv=[*ep, *overrides], env=trial_env(cfg), entrypoint_len=len(ep),
+    return Command(argv=[*ep, *overrides], env=trial_env(cfg), entrypoint_len=len(ep),
                  warnings=[str(p) for p in path_problems])
 
 

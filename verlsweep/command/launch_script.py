@@ -1,4 +1,4 @@
-"""A Trial as a script one copies to a node and runs: the layout of verl's recipe scripts.
+"""A Command as a script one copies to a node and runs: the layout of verl's recipe scripts.
 
 verl's Ascend recipe scripts (verl-ascend-recipe run_qwen3_8b_remax_fsdp_npu.sh, docs/ascend.md "Seed
 recipe") and verl's example scripts put what differs per machine in variables with defaults at the
@@ -23,7 +23,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from verlsweep.command.overrides import format_value, section_name
 
 if TYPE_CHECKING:
-    from verlsweep.command.compose import Trial
+    from verlsweep.command.compose import Command
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ _KEY = re.compile(r"[A-Za-z_][\w.]*")
 
 
 def export_lines(env: dict[str, str]) -> list[str]:
-    """`export K=V`, V quoted for bash (shared with Trial.to_bash)."""
+    """`export K=V`, V quoted for bash (shared with Command.to_bash)."""
     return [f"export {k}={shlex.quote(v)}" for k, v in env.items()]
 
 
@@ -181,7 +181,7 @@ def _default(var: ScriptVar, value: str, cfg: DictConfig | None) -> str:
     return expr if expr is not None else _literal(value)
 
 
-def render_launch_script(trial: Trial, cfg: DictConfig | None, tracking_uri: str | None) -> str:
+def render_launch_script(trial: Command, cfg: DictConfig | None, tracking_uri: str | None) -> str:
     """The body of a node script for `trial` (after its header): variables with defaults, the trial's
     environment, the overrides in arrays by section, the command with `"$@"` last. `cfg` is the
     composed config the trial came from (for the unexpanded defaults; None: the composed values)."""

@@ -6,6 +6,6 @@ running; `ray_watch` (+ its `ray_probe` process) reads that Ray's pending demand
 file logger and console steps; `patterns` holds the failure texts with their sources, `classify` turns
 exit status + log into an outcome; `livetail` shows the log in the terminal.
 
-May import: verlsweep.common, verlsweep.command (the Trial), verlsweep.plan (runner=estimate).
+May import: verlsweep.common, verlsweep.command (the Command), verlsweep.plan (runner=estimate).
 Never tracking, the sweeper or task.py.
 """

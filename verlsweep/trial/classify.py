@@ -68,7 +68,7 @@ EXCERPT_MAX = 2000
 
 
 @dataclass(frozen=True)
-class Verdict:
+class Diagnosis:
     outcome: str
     reason: str             # the pattern label, or why it was decided without one
     excerpt: str | None
@@ -195,7 +195,7 @@ def last_error(lines: Iterable[str], context: int = 20) -> str | None:
 
 
 def classify(returncode: int | None, scanner: LogScanner, *, steps: int,
-             stopped: str | None = None, detail: str | None = None) -> Verdict:
+             stopped: str | None = None, detail: str | None = None) -> Diagnosis:
     """Decide the outcome.
 
     `stopped` is why the supervisor ended the process, if it did: `pruned`, `timeout` (whole-trial
@@ -208,32 +208,32 @@ def classify(returncode: int | None, scanner: LogScanner, *, steps: int,
     fatal text, never one we stopped for a limit. A `hang`/`timeout` excerpt names the phase.
     """
     if stopped == "pruned":
-        return Verdict("pruned", "pruned by the sweeper", None)
+        return Diagnosis("pruned", "pruned by the sweeper", None)
     if stopped == "unschedulable":
-        return Verdict("unschedulable", "Ray cannot place what verl asked for", _clip(detail or stopped))
+        return Diagnosis("unschedulable", "Ray cannot place what verl asked for", _clip(detail or stopped))
     if returncode == 0 and stopped is None:
         if steps > 0:
-            return Verdict("completed", "exit 0", None)
-        return Verdict("crash", "exit 0 but no training step logged",
+            return Diagnosis("completed", "exit 0", None)
+        return Diagnosis("crash", "exit 0 but no training step logged",
                        last_error(scanner.tail) or "the process exited 0 but logged no training step")
     found = scanner.cause(ambiguous=stopped not in ("timeout", "hang"))
     if found is not None:
         pattern, excerpt = found
         reason = pattern.label if stopped != "fatal" else f"{pattern.label}; {detail}"
         phase = scanner.oom_phase(pattern) if pattern.outcome == "oom" else None
-        return Verdict(pattern.outcome, reason, excerpt, phase)
+        return Diagnosis(pattern.outcome, reason, excerpt, phase)
     if stopped in ("timeout", "hang"):
         last = "\n".join(strip_prefix(l) for l in list(scanner.tail)[-5:])
         phase = f"training, after step {steps}" if steps else scanner.phase
-        return Verdict(stopped, detail or stopped,
+        return Diagnosis(stopped, detail or stopped,
                        _clip(f"{detail or stopped}; phase: {phase}; last output:\n{last}"))
     if stopped == "fatal":
-        return Verdict("crash", detail or "fatal error", _clip(scanner.fatal or last_error(scanner.tail) or ""))
+        return Diagnosis("crash", detail or "fatal error", _clip(scanner.fatal or last_error(scanner.tail) or ""))
     if returncode is not None and returncode < 0:
         name = _signal_name(-returncode)
         hint = " (host OOM killer?)" if -returncode == signal.SIGKILL else ""
-        return Verdict("crash", f"killed by {name}{hint}", last_error(scanner.tail))
-    return Verdict("crash", f"exit {returncode}", last_error(scanner.tail))
+        return Diagnosis("crash", f"killed by {name}{hint}", last_error(scanner.tail))
+    return Diagnosis("crash", f"exit {returncode}", last_error(scanner.tail))
 
 
 def _signal_name(num: int) -> str:

@@ -4,7 +4,7 @@
     result = runner.run(cfg, trial, reporter, env)      # -> TrialResult
 
   cfg       the trial's composed Hydra config (root: conf/sweep.yaml),
-  trial     the validated verlsweep.command.compose.Trial (argv + the hardware's env),
+  trial     the validated verlsweep.command.compose.Command (argv + the hardware's env),
   reporter  the sweeper's StepReporter (NullReporter in a single run): `report(step, value)` for each
             step's objective value as it arrives; True means stop now -> outcome `pruned`,
   env       environment for the trial process only (never set in the sweep's own os.environ,
@@ -23,7 +23,7 @@ from typing import Any, Mapping, Protocol, runtime_checkable
 
 from omegaconf import DictConfig
 
-from verlsweep.command.compose import Trial
+from verlsweep.command.compose import Command
 from verlsweep.common.result import StepReporter, TrialResult
 
 
@@ -34,7 +34,7 @@ class Runner(Protocol):
 
     name: str
 
-    def run(self, cfg: DictConfig, trial: Trial, reporter: StepReporter,
+    def run(self, cfg: DictConfig, trial: Command, reporter: StepReporter,
             env: Mapping[str, str]) -> TrialResult:
         ...
 

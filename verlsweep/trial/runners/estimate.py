@@ -20,7 +20,7 @@ from typing import Mapping
 from omegaconf import DictConfig
 
 from verlsweep.trial import metrics
-from verlsweep.command.compose import Trial
+from verlsweep.command.compose import Command
 from verlsweep.common.errors import ConfigError, Problem
 from verlsweep.plan import NotPlannable, Verdict, blocks_launch, plan_cfg
 from verlsweep.common.names import FILE_LOGGER_ENV, METRICS_FILE, MLFLOW_RUN_ID_ENV, PEAK_MEMORY_METRIC, TRIAL_DIR_ENV
@@ -41,12 +41,12 @@ STEP_METRICS = (
 class EstimateRunner:
     name = "estimate"
     uses_devices = False         # task.py: nothing runs on a device, so no device monitor
-    needs_files = False          # task.py: model/data paths need not exist (build_trial require_paths)
+    needs_files = False          # task.py: model/data paths need not exist (build_command require_paths)
 
     def __init__(self) -> None:
         self.details: RunDetails | None = None
 
-    def run(self, cfg: DictConfig, trial: Trial, reporter: StepReporter, env: Mapping[str, str]) -> TrialResult:
+    def run(self, cfg: DictConfig, trial: Command, reporter: StepReporter, env: Mapping[str, str]) -> TrialResult:
         started = time.monotonic()
         objective = cfg.get("objective") or {}
         metric = str(objective.get("metric", "perf/throughput"))

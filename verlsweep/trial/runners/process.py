@@ -19,7 +19,7 @@ from omegaconf import DictConfig
 
 from verlsweep.common import crashpoint
 from verlsweep.trial import classify, metrics, orphans
-from verlsweep.command.compose import Trial
+from verlsweep.command.compose import Command
 from verlsweep.trial.livetail import LiveTail
 from verlsweep.common.names import (EXCERPT_FILE, FILE_LOGGER_ENV, LOG_FILE, METRICS_FILE, MLFLOW_RUN_ID_ENV, PROCESSES_ATTR,
                                      TAIL_FILE, TRIAL_DIR_ENV)
@@ -148,7 +148,7 @@ class StepWatch:
         return None, None
 
 
-def process_env(cfg: DictConfig, trial: Trial, own_env: Mapping[str, str], env: Mapping[str, str],
+def process_env(cfg: DictConfig, trial: Command, own_env: Mapping[str, str], env: Mapping[str, str],
                 trial_dir: Path) -> tuple[dict[str, str], Path | None]:
     """The trial process's environment (ours, the trial's, the runner's, the tracker's, in that order of
     precedence) and its private Ray temp dir, removed after the trial."""
@@ -163,7 +163,7 @@ def process_env(cfg: DictConfig, trial: Trial, own_env: Mapping[str, str], env: 
     return proc_env, ray_tmp
 
 
-def actor_env_args(trial: Trial, env: Mapping[str, str], argv: list[str], trial_dir: Path) -> list[str]:
+def actor_env_args(trial: Command, env: Mapping[str, str], argv: list[str], trial_dir: Path) -> list[str]:
     """With `runner.ray_address` or a multi-node trial's cluster (ray_cluster.py), the trial's own environment
     (the hardware's and `env.*` variables, the tracker's MLFLOW_* and the file logger's path) as Ray
     runtime_env overrides for verl's actors, which such a cluster starts without the driver's environment."""
@@ -227,11 +227,11 @@ class ProcessRunner:
     def __init__(self) -> None:
         self.details: RunDetails | None = None
 
-    def command(self, cfg: DictConfig, trial: Trial) -> tuple[list[str], dict[str, str]]:
+    def command(self, cfg: DictConfig, trial: Command) -> tuple[list[str], dict[str, str]]:
         """The argv to launch and the env it adds (on top of the trial's)."""
         raise NotImplementedError
 
-    def run(self, cfg: DictConfig, trial: Trial, reporter: StepReporter,
+    def run(self, cfg: DictConfig, trial: Command, reporter: StepReporter,
             env: Mapping[str, str]) -> TrialResult:
         trial_dir = Path(env.get(TRIAL_DIR_ENV) or os.getcwd()).resolve()
         trial_dir.mkdir(parents=True, exist_ok=True)
@@ -253,13 +253,13 @@ class ProcessRunner:
                 remove_tree(ray_tmp)
         watch.drain()   # steps written while the process was exiting still count
 
-        verdict = classify.classify(returncode, watch.scanner, steps=watch.step_log.training_steps(),
+        diagnosis = classify.classify(returncode, watch.scanner, steps=watch.step_log.training_steps(),
                                     stopped=stopped, detail=detail)
-        result = self._result(cfg, watch, verdict, env)
-        reason = verdict.reason
+        result = self._result(cfg, watch, diagnosis, env)
+        reason = diagnosis.reason
         if leftovers and not stopped:
             reason += f"; stopped {len(leftovers)} leftover process(es) of the trial"
-        files = self._write_files(trial_dir, watch.scanner, verdict)
+        files = self._write_files(trial_dir, watch.scanner, diagnosis)
         self.details = RunDetails(reason=reason, step_log=watch.step_log, artifacts=files)
         return result
 
@@ -304,7 +304,7 @@ class ProcessRunner:
                 remove_tree(ray_tmp)
         return stopped, detail, leftovers, sup.proc.returncode
 
-    def _result(self, cfg: DictConfig, watch: StepWatch, verdict: classify.Verdict,
+    def _result(self, cfg: DictConfig, watch: StepWatch, diagnosis: classify.Diagnosis,
                 env: Mapping[str, str]) -> TrialResult:
         obj = cfg.objective
         step_log = watch.step_log
@@ -313,25 +313,25 @@ class ProcessRunner:
             return metrics.objective(step_log, metric, str(obj.aggregate), int(obj.warmup_steps))
 
         return TrialResult(
-            outcome=verdict.outcome,
+            outcome=diagnosis.outcome,
             objective=aggregate(str(obj.metric)),
             peak_memory_gb=step_log.peak_memory_gb(),
             metrics={m: v for m in (obj.get("extra") or []) if (v := aggregate(str(m))) is not None},
             steps=step_log.training_steps(),
-            excerpt=verdict.excerpt,
-            failure_phase=verdict.phase,
+            excerpt=diagnosis.excerpt,
+            failure_phase=diagnosis.phase,
             run_id=env.get(MLFLOW_RUN_ID_ENV),
             backend=self.name,
             duration_s=time.monotonic() - watch.start,
         )
 
     @staticmethod
-    def _write_files(trial_dir: Path, scanner: classify.LogScanner, verdict: classify.Verdict) -> list[Path]:
+    def _write_files(trial_dir: Path, scanner: classify.LogScanner, diagnosis: classify.Diagnosis) -> list[Path]:
         tail = trial_dir / TAIL_FILE
         tail.write_text("\n".join(scanner.tail) + "\n")
         files = [tail]
-        if verdict.excerpt:
+        if diagnosis.excerpt:
             excerpt = trial_dir / EXCERPT_FILE
-            excerpt.write_text(f"# {verdict.outcome}: {verdict.reason}\n{verdict.excerpt}\n")
+            excerpt.write_text(f"# {diagnosis.outcome}: {diagnosis.reason}\n{diagnosis.excerpt}\n")
             files.append(excerpt)
         return files

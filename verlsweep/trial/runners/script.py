@@ -12,7 +12,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from verlsweep.command import knobs
-from verlsweep.command.compose import Trial
+from verlsweep.command.compose import Command
 from verlsweep.common.errors import ConfigError, Problem
 from verlsweep.command.overrides import flatten, format_value
 from verlsweep.trial.runners.process import ProcessRunner, resolve_entrypoint
@@ -23,7 +23,7 @@ FORWARD_MODES = ("overrides", "all")
 class ScriptRunner(ProcessRunner):
     name = "script"
 
-    def command(self, cfg: DictConfig, trial: Trial) -> tuple[list[str], dict[str, str]]:
+    def command(self, cfg: DictConfig, trial: Command) -> tuple[list[str], dict[str, str]]:
         runner = cfg.runner
         script = runner.get("script")
         if not script or not Path(str(script)).is_file():
@@ -50,7 +50,7 @@ class ScriptRunner(ProcessRunner):
         return [*argv, *args], env
 
 
-def _overrides_by_key(trial: Trial) -> dict[str, str]:
+def _overrides_by_key(trial: Command) -> dict[str, str]:
     """The composed trial's own override strings (with their `+` where verl needs it), by key."""
     out = {}
     for override in trial.overrides:
