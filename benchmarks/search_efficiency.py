@@ -69,7 +69,8 @@ import optuna  # noqa: E402
 from hydra.core.override_parser.overrides_parser import OverridesParser  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
-from hydra_plugins.verlsweep_sweeper import _guide, _results, _reuse, _space, _study  # noqa: E402
+from verlsweep.record import results as _results  # noqa: E402
+from verlsweep.study import create as _study, guide as _guide, reuse as _reuse, space as _space  # noqa: E402
 from hydra_plugins.verlsweep_sweeper.config import (BoundarySamplerConfig, GuideConfig, MedianPrunerConfig,  # noqa: E402
                                                     TPESamplerConfig)
 from verlsweep.common.result import PLAN_CHECK_PHASES, TrialResult  # noqa: E402

@@ -17,9 +17,13 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import sys
 import warnings
 
 import optuna
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from verlsweep.common import optuna_private  # noqa: E402
 
 warnings.filterwarnings("ignore")  # heartbeat/experimental warnings of every worker
 optuna.logging.set_verbosity(optuna.logging.ERROR)
@@ -73,10 +77,11 @@ def worker(kind: str, path: str, n_trials: int, n_steps: int, queue) -> None:
             trial = study.ask()
             x = trial.suggest_float("x", 0, 1)
             y = trial.suggest_int("y", 1, 8)
-            hb = getattr(study._storage, "record_heartbeat", None)
+            raw = optuna_private.storage(study)
+            hb = getattr(raw, "record_heartbeat", None)
             for step in range(n_steps):
-                if hb and optuna.storages._heartbeat.is_heartbeat_enabled(study._storage):
-                    hb(trial._trial_id)
+                if hb and optuna_private.heartbeat_enabled(raw):
+                    hb(optuna_private.trial_id(trial))
                 trial.report(x * y + step, step)
                 trial.should_prune()
             trial.set_constraint("memory", 0.0)

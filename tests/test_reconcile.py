@@ -21,6 +21,7 @@ from verlsweep.reconcile import check, sessions, trials
 from verlsweep.report import status
 from verlsweep.report.__main__ import main as report_main
 from verlsweep.common.names import OBJECTIVES_ATTR, TRACKING_ATTR
+from verlsweep.common import optuna_private
 from verlsweep.study_link import open_storage
 from verlsweep.trial import orphans
 from verlsweep.trial.supervise import MARK_ENV
@@ -176,7 +177,7 @@ def left_behind(store, tmp_path):
     study.set_user_attr(OBJECTIVES_ATTR, ["objective"])
     dead, live = dead_session(), sessions.new()
     for s in (dead, live):
-        sessions.save(storage, study._study_id, s)
+        sessions.save(storage, optuna_private.study_id(study), s)
     parent = client.create_run(exp, tags={"sweep.role": "parent", "sweep.study": "s"}).info.run_id
 
     def child(number: int) -> str:
@@ -184,25 +185,25 @@ def left_behind(store, tmp_path):
                                             "mlflow.parentRunId": parent}).info.run_id
 
     done = study.ask({"x": optuna.distributions.FloatDistribution(0, 1)})
-    storage.set_trial_system_attr(done._trial_id, sessions.TRIAL_ATTR, dead.id)
+    storage.set_trial_system_attr(optuna_private.trial_id(done), sessions.TRIAL_ATTR, dead.id)
     run0 = child(0)
     client.set_tag(run0, "trial.outcome", "completed")
     client.set_terminated(run0, "FINISHED")
     done.set_user_attr("outcome", "completed")
     study.tell(done, 1.0)
     killed = study.ask({"x": optuna.distributions.FloatDistribution(0, 1)})
-    storage.set_trial_system_attr(killed._trial_id, sessions.TRIAL_ATTR, dead.id)
+    storage.set_trial_system_attr(optuna_private.trial_id(killed), sessions.TRIAL_ATTR, dead.id)
     trial_dir = tmp_path / "sweep" / "1"
     trial_dir.mkdir(parents=True)
     (trial_dir / "trial.log").write_text("step:1 - perf/throughput:10\n")
     killed.set_user_attr("job_dir", str(trial_dir))
     child(1)
     never = study.ask({"x": optuna.distributions.FloatDistribution(0, 1)})
-    storage.set_trial_system_attr(never._trial_id, sessions.TRIAL_ATTR, dead.id)
+    storage.set_trial_system_attr(optuna_private.trial_id(never), sessions.TRIAL_ATTR, dead.id)
     never.set_user_attr("outcome", "completed")
     study.tell(never, 2.0)
     running = study.ask({"x": optuna.distributions.FloatDistribution(0, 1)})
-    storage.set_trial_system_attr(running._trial_id, sessions.TRIAL_ATTR, live.id)
+    storage.set_trial_system_attr(optuna_private.trial_id(running), sessions.TRIAL_ATTR, live.id)
     child(3)
     (tmp_path / "sweep" / "best.yaml").write_text(yaml.safe_dump({"study_name": "s", "storage": url}))
     return {"url": url, "study": study, "client": client, "dir": tmp_path / "sweep", "parent": parent,
@@ -245,7 +246,7 @@ def test_repair_applies_the_rules_and_leaves_the_live_sweeps_trial_alone(left_be
 
 
 def test_a_dead_sweeps_trial_whose_result_is_on_disk_is_told_that_result(left_behind):
-    from hydra_plugins.verlsweep_sweeper import _results
+    from verlsweep.record import results as _results
 
     result = {"outcome": "oom", "peak_memory_gb": 63.0, "excerpt": "NPU out of memory", "steps": 1}
     (left_behind["trial_dir"] / RESULT_FILE).write_text(json.dumps(result))
@@ -294,7 +295,7 @@ def test_the_process_identity_is_written_where_a_later_sweep_reads_it(tmp_path):
 def test_a_resumed_study_continues_its_one_parent_run_unless_a_new_one_is_asked_for(store):
     from omegaconf import open_dict
 
-    from hydra_plugins.verlsweep_sweeper import _tracking
+    from verlsweep.study import parent_run as _tracking
     from verlsweep.command.compose import compose_config
 
     cfg = compose_config([f"tracking.uri={store}"])
@@ -339,11 +340,11 @@ def test_two_sweeps_that_each_created_a_parent_at_once_keep_the_older_one(store)
 
 
 def test_a_complete_study_whose_last_sweep_died_is_reconciled_once(tmp_path):
-    from hydra_plugins.verlsweep_sweeper import _reconcile
+    from verlsweep.study import session as _reconcile
 
     storage = open_storage(f"sqlite:///{tmp_path / 'study.db'}", heartbeat_interval=1, grace_period=2)
     study = optuna.create_study(storage=storage, study_name="c")
-    sessions.save(storage, study._study_id, dead_session())
+    sessions.save(storage, optuna_private.study_id(study), dead_session())
     assert _reconcile.died_unreconciled(study, 2.0)          # the re-run must not just say "complete"
     me = _reconcile.SweepSession(study, storage, 2.0, 1.0, tell=None)
     me.open()

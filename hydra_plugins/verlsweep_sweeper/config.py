@@ -156,7 +156,7 @@ class LongRunConfig:
 
 @dataclass
 class GuideConfig:
-    """Planner-guided start (_guide.py): before the first launch the planner ranks the search space
+    """Planner-guided start (verlsweep/study/guide.py): before the first launch the planner ranks the search space
     and up to `top_k` configs (one per TP/offload combination) run right after the recipe's: those
     that are the best predicted feasible config under at least one of `draws` calibrations with
     every throughput constant scaled by U(1-error, 1+error), most often best first. 0 switches the
@@ -165,10 +165,10 @@ class GuideConfig:
     top_k: int = 3
     # planner evaluations per candidate config (the unperturbed planner is one of them); each is a
     # fraction of a millisecond, so a 448-config space costs about a second
-    draws: int = 32
+    draws: int = 32          # = verlsweep.study.guide.DRAWS (not imported: that module imports optuna)
     # the planner's throughput error on a config unlike the fitted ones: leave-one-out and held-out
     # errors of benchmarks/planner_accuracy.py reach -22% / +12%
-    error: float = 0.2
+    error: float = 0.2       # = verlsweep.study.guide.ERROR
 
 
 @dataclass

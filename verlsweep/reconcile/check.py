@@ -26,6 +26,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from verlsweep.reconcile import sessions, trials as stale_trials
+from verlsweep.common import optuna_private
 from verlsweep.common.labels import not_launched, trial_label
 from verlsweep.common.names import OVER_BUDGET_ATTR, OVERRIDES_ATTR, REUSED_FROM_ATTR, RULED_OUT_ATTR, RULED_OUT_RULE_ATTR
 from verlsweep.tracking import study_runs
@@ -169,7 +170,7 @@ def parent_findings(study: optuna.Study, tracking: Tracking, grace_s: float, fou
     if len(found) > 1:
         out.append(Finding(f"study {study.study_name} has {len(found)} parent runs: "
                            f"{', '.join(r.info.run_id for r in found)}"))
-    alive = sessions.live(study._storage, study._study_id, grace_s)
+    alive = sessions.live(optuna_private.storage(study), optuna_private.study_id(study), grace_s)
     for run in found:
         if run.info.status == "RUNNING" and not alive:
             def fix(run_id: str = run.info.run_id) -> None:

@@ -23,6 +23,7 @@ from typing import Any, Callable
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from verlsweep.common import optuna_private
 from verlsweep.common.names import JOB_DIR_ATTR, LOG_FILE, PROCESSES_ATTR, RESULT_FILE
 from verlsweep.common.result import OUTCOMES, TrialResult
 from verlsweep.reconcile import sessions
@@ -48,12 +49,13 @@ class Settled:
 
 def stale(study: optuna.Study, grace_s: float) -> list[FrozenTrial]:
     """RUNNING trials whose sweep process is dead."""
-    storage = study._storage
-    known = sessions.all_of(storage, study._study_id)
+    storage = optuna_private.storage(study)
+    study_id = optuna_private.study_id(study)
+    known = sessions.all_of(storage, study_id)
     beat_stale: set[int] = set()
-    if getattr(storage, "get_heartbeat_interval", lambda: None)():
+    if optuna_private.heartbeat_enabled(storage):
         # the query optuna.storages.fail_stale_trials runs; it fails them at once, we settle them first
-        beat_stale = set(storage._get_stale_trial_ids(study._study_id))
+        beat_stale = optuna_private.stale_trial_ids(storage, study_id)
     here = socket.gethostname()
     out = []
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
@@ -61,7 +63,7 @@ def stale(study: optuna.Study, grace_s: float) -> list[FrozenTrial]:
         if session is not None and (session.host == here or session.ended):
             dead = not sessions.alive(session, grace_s)        # the pid decides, both ways
         else:
-            dead = t._trial_id in beat_stale
+            dead = optuna_private.trial_id(t) in beat_stale
         if dead:
             out.append(t)
     return out
@@ -138,13 +140,14 @@ def settle(study: optuna.Study, t: FrozenTrial, *, stop_grace_s: float, tell: Te
 
 
 def _orphaned(study: optuna.Study, t: FrozenTrial, stopped: list[dict[str, Any]], retry: Retry | None) -> Settled | None:
-    storage = study._storage
+    storage = optuna_private.storage(study)
+    trial_id = optuna_private.trial_id(t)
     note = (f"its sweep process died while it ran; {len(stopped)} process(es) of it were still running and "
             "were stopped" if stopped else "its sweep process died while it ran")
-    storage.set_trial_user_attr(t._trial_id, "outcome", ORPHANED)
-    storage.set_trial_user_attr(t._trial_id, "excerpt", note)
-    if not storage.set_trial_state_values(t._trial_id, state=TrialState.FAIL):
+    storage.set_trial_user_attr(trial_id, "outcome", ORPHANED)
+    storage.set_trial_user_attr(trial_id, "excerpt", note)
+    if not storage.set_trial_state_values(trial_id, state=TrialState.FAIL):
         return None
     if retry is not None:
-        retry(study, storage.get_trial(t._trial_id))
+        retry(study, storage.get_trial(trial_id))
     return Settled(t.number, ORPHANED, TrialState.FAIL, stopped, note)

@@ -12,7 +12,9 @@ from typing import Any
 
 import yaml
 
+from verlsweep.common import optuna_private
 from verlsweep.reconcile import check, sessions
+from verlsweep.record import budget, results, trials_csv
 from verlsweep.common.names import OBJECTIVES_ATTR, TRACKING_ATTR
 from verlsweep.study_link import absolute_storage_url, open_storage
 from verlsweep.tracking import mlflow_runs, study_runs
@@ -53,21 +55,18 @@ def resolve(sweep_dir: str | None, storage: str | None, study: str | None, track
 
 
 def _sweeper_helpers(study: Any) -> tuple[Any, Any, Any]:
-    """tell (as the sweeper tells a result), the re-run-once callback and the trials.csv writer, when the
-    sweeper plugin is installed; without it stale trials are failed `orphaned` and trials.csv is left."""
-    try:
-        import optuna
-        from hydra_plugins.verlsweep_sweeper import _outputs, _results, _study
-    except ImportError:
-        return None, None, None
+    """tell (as the sweep tells a result), the re-run-once callback and the trials.csv writer: the sweep's
+    own (verlsweep.record), so a repair leaves the study as a restarted sweep would."""
+    import optuna
+
     objectives = list(study.user_attrs.get(OBJECTIVES_ATTR) or ["objective"])
 
     def tell(frozen: Any, result: Any) -> Any:
-        return _results.tell(study, optuna.Trial(study, frozen._trial_id), None, objectives, result=result).state
+        return results.tell(study, optuna_private.trial_of(study, frozen), None, objectives, result=result).state
 
-    with _study.quiet_optuna():
-        retry = optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=_study.STALE_RETRIES)
-    return tell, retry, lambda sweep_dir: _outputs.write_trials(sweep_dir, study, objectives)
+    with budget.quiet_optuna():
+        retry = optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=budget.STALE_RETRIES)
+    return tell, retry, lambda sweep_dir: trials_csv.write_trials(sweep_dir, study, objectives)
 
 
 def _tracking(study: Any, target: Target) -> check.Tracking | None:
@@ -87,7 +86,7 @@ def findings(study: Any, target: Target, tracking: check.Tracking | None, grace_
     out = check.stale_findings(study, grace_s, stop_grace_s, tell, retry)
     if tracking is not None:
         out += check.parent_findings(study, tracking, grace_s, "python -m verlsweep.report --repair")
-        live = {s.id for s in sessions.live(study._storage, study._study_id, grace_s)}
+        live = {s.id for s in sessions.live(optuna_private.storage(study), optuna_private.study_id(study), grace_s)}
         out += check.run_findings(study, tracking, skip_sessions=live)
     if target.sweep_dir is not None:
         out += check.csv_findings(study, target.sweep_dir,

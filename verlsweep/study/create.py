@@ -1,51 +1,40 @@
-"""The study: its name, storage, sampler and pruner, the trial budget, and trials of dead sweeps.
+"""The study: its name, storage, sampler and pruner, what is enqueued, and the heartbeat of its trials.
 
 Storage is an Optuna RDB storage, sqlite in the working directory by default. Both sqlite and
 JournalFileBackend survived 16 processes x 15 trials x 10 reported steps on one study without a lost
 or doubled trial (benchmarks/storage_concurrency.py); only RDB storages have Optuna's heartbeat, which
 (with the sweep sessions of verlsweep/reconcile) is how a restarted sweep tells a trial of a dead
 sweep from one another live sweep is running; a dead sweep's trial is re-run once
-(optuna/storages/_callbacks.py RetryHeartbeatStaleTrialCallback).
+(optuna/storages/_callbacks.py RetryHeartbeatStaleTrialCallback). Which trials count towards
+n_trials: verlsweep.record.budget.
 """
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import importlib
 import json
 import logging
 import threading
-import warnings
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable
 
 import optuna
 from omegaconf import DictConfig, OmegaConf
 from optuna.storages import RetryHeartbeatStaleTrialCallback
-from optuna.trial import FrozenTrial, TrialState
 
-from hydra_plugins.verlsweep_sweeper._space import SearchSpace, SearchSpaceError, describe
+from verlsweep.common import optuna_private
 from verlsweep.common.errors import Problem
-from verlsweep.common.names import OVER_BUDGET_ATTR
-from verlsweep.study_link import PRUNER_ATTR, open_storage
+from verlsweep.record.budget import STALE_RETRIES, budget_trials, complete, quiet_optuna
+from verlsweep.study.space import SearchSpace, SearchSpaceError, describe
+from verlsweep.study_link import PRUNER_ATTR, open_storage, pruner_from_spec
 
 log = logging.getLogger(__name__)
 
-STALE_RETRIES = 1                      # a dead sweep's trial is re-run once, then counts as failed
 SPACE_ATTR = "verlsweep.space"
 DIRECTIONS = ("minimize", "maximize")
 # command-line overrides that do not change what a trial measures, so do not split the study
 _NAME_NEUTRAL = ("hydra", "trial.", "paths.", "tracking.", "validate.", "dry_run", "space", "hardware", "model",
                  "algorithm")
-
-
-@contextlib.contextmanager
-def quiet_optuna() -> Iterator[None]:
-    """Optuna warns that heartbeats are 'supposed to be used with Study.optimize'; we ask/tell."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        yield
 
 
 def directions_and_objectives(direction: Any, objectives: Iterable[str]) -> tuple[list[str], list[str]]:
@@ -128,8 +117,6 @@ def open_study(url: str | None, name: str, directions: list[str], sampler: optun
                pruner: dict[str, Any], heartbeat_interval: int, grace_period: int | None,
                space: SearchSpace) -> tuple[optuna.Study, Any]:
     """Create or load the study; returns (study, raw RDB storage or None for in-memory)."""
-    from verlsweep.study_link import pruner_from_spec
-
     raw = None
     storage: Any = None
     if url:
@@ -186,67 +173,6 @@ def load_complete(url: str | None, name: str, n_trials: int, space: SearchSpace)
     return study if complete(study, n_trials) else None
 
 
-# --- budget --------------------------------------------------------------------------------------
-
-
-def _replaced(trials: list[FrozenTrial]) -> set[int]:
-    """Numbers of stale trials whose params were re-enqueued: their retry takes their budget slot."""
-    return {n for t in trials for n in t.system_attrs.get("retry_history", [])}
-
-
-def budget_trials(trials: list[FrozenTrial]) -> list[FrozenTrial]:
-    """Trials that count towards n_trials: asked (or enqueued) ones, minus stale ones re-run and
-    minus trials a racing sweep process asked beyond the budget."""
-    replaced = _replaced(trials)
-    return [t for t in trials if t.number not in replaced and not t.system_attrs.get(OVER_BUDGET_ATTR)]
-
-
-def remaining(study: optuna.Study, n_trials: int) -> int:
-    trials = study.get_trials(deepcopy=False)
-    used = sum(1 for t in budget_trials(trials) if t.state != TrialState.WAITING)
-    return max(0, n_trials - used)
-
-
-def complete(study: optuna.Study, n_trials: int) -> bool:
-    """Every one of the n_trials slots is used and no trial is running or waiting to run."""
-    trials = study.get_trials(deepcopy=False)
-    return remaining(study, n_trials) == 0 and not any(
-        t.state in (TrialState.RUNNING, TrialState.WAITING) for t in budget_trials(trials))
-
-
-def over_budget(study: optuna.Study, number: int, n_trials: int) -> bool:
-    """Whether the trial just asked lies beyond n_trials: two sweep processes may both see one slot
-    left; trial numbers are handed out atomically by the storage, so the higher number yields."""
-    trials = study.get_trials(deepcopy=False)
-    return sum(1 for t in budget_trials(trials) if t.number <= number) > n_trials
-
-
-def running_elsewhere(study: optuna.Study, mine: set[int]) -> list[int]:
-    return [t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
-            if t.number not in mine]
-
-
-def abandon(study: optuna.Study, trials: Iterable[optuna.Trial]) -> None:
-    """Trials this process can no longer finish (interrupted): FAIL and re-enqueue now, as a stale
-    trial would be, so the next run does not wait for the heartbeat grace period."""
-    with quiet_optuna():
-        retry = RetryHeartbeatStaleTrialCallback(max_retry=STALE_RETRIES)
-    for trial in trials:
-        with contextlib.suppress(Exception):
-            study._storage.set_trial_user_attr(trial._trial_id, "outcome", "interrupted")
-            if study._storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL):
-                with quiet_optuna():
-                    retry(study, study._storage.get_trial(trial._trial_id))
-
-
-def rerun_once(study: optuna.Study, trial: optuna.Trial) -> None:
-    """A told FAIL trial whose job the scheduler took away (preempted): its params enqueued again unless it
-    already is a re-run; the retry takes its budget slot (`retry_history`, see budget_trials)."""
-    with quiet_optuna():
-        retry = RetryHeartbeatStaleTrialCallback(max_retry=STALE_RETRIES)
-        retry(study, study._storage.get_trial(trial._trial_id))
-
-
 def enqueue(study: optuna.Study, entries: Iterable[dict[str, Any]], n_trials: int) -> int:
     """Enqueue `entries` in order (one already in the study is skipped), as many as the budget has
     slots for: a WAITING trial beyond n_trials would never run, and would keep the study from ever
@@ -256,7 +182,7 @@ def enqueue(study: optuna.Study, entries: Iterable[dict[str, Any]], n_trials: in
     added, left_out = 0, []
     for params in entries:
         # Optuna's own skip_if_exists test: a config already asked, queued or measured is not new
-        if not params or study._should_skip_enqueue(dict(params)):
+        if not params or optuna_private.should_skip_enqueue(study, params):
             continue
         if added >= room:
             left_out.append(params)

@@ -1,6 +1,7 @@
 """Sweep outputs, rewritten after every batch and at the end, in the sweep dir:
 
     trials.csv      every trial of the study (all sweep processes): params, outcome, values, memory
+                    (verlsweep.record.trials_csv: `--status --repair` writes it too)
     best.yaml       the best feasible trial (single objective) or the Pareto front (multi-objective)
     best_launch.sh  the long run: the best trial's overrides recomposed with the long-run steps
     report.html     plots/ and the report (verlsweep.report)
@@ -9,10 +10,7 @@ and the final summary table on the terminal (rich).
 """
 from __future__ import annotations
 
-import csv
-import io
 import logging
-import os
 from pathlib import Path
 from typing import Any, Callable
 
@@ -20,12 +18,12 @@ import optuna
 import yaml
 from optuna.trial import FrozenTrial, TrialState
 
-from hydra_plugins.verlsweep_sweeper._results import PLACEHOLDER_ATTR
-from hydra_plugins.verlsweep_sweeper._study import OVER_BUDGET_ATTR, budget_trials
 from verlsweep.common import crashpoint
 from verlsweep.common.labels import knob_tokens, not_launched, short, show
-from verlsweep.common.names import FAILURE_PHASE_ATTR, OVERRIDES_ATTR, REUSED_FROM_ATTR, RULED_OUT_ATTR
+from verlsweep.common.names import OVERRIDES_ATTR, PLACEHOLDER_ATTR, REUSED_FROM_ATTR, RULED_OUT_ATTR
 from verlsweep.reconcile.check import TRIALS_CSV, outcome
+from verlsweep.record.budget import budget_trials
+from verlsweep.record.trials_csv import reportable, write_atomic, write_trials
 
 log = logging.getLogger(__name__)
 
@@ -36,19 +34,6 @@ BEST_LAUNCH = "best_launch.sh"
 _SWEEP_ONLY = ("trial.number=", "trial.study_name=", "trial.storage=", "trial.label=", "trial.name=",
                "tracking.parent_run_id=", "+trial.", "+tracking.parent_run_id=", "++hydra.job_logging.",
                "hydra.sweep.subdir=")
-
-
-def _write(path: Path, text: str, mode: int | None = None) -> None:
-    """Replace atomically: a reader (or a second sweep process) never sees half a file."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    if mode is not None:
-        tmp.chmod(mode)
-    tmp.replace(path)
-
-
-def reportable(trials: list[FrozenTrial]) -> list[FrozenTrial]:
-    return [t for t in trials if not t.system_attrs.get(OVER_BUDGET_ATTR)]
 
 
 def feasible(trials: list[FrozenTrial]) -> list[FrozenTrial]:
@@ -80,30 +65,8 @@ def launch_overrides(trial: FrozenTrial) -> list[str]:
     return [o for o in trial.user_attrs.get(OVERRIDES_ATTR, []) if not o.startswith(_SWEEP_ONLY)]
 
 
-_MEASURED = ("objective", "peak_memory_gb")
-
-
 def _params(t: FrozenTrial, shown: Callable[[str, Any], Any]) -> dict[str, Any]:
     return {k: shown(k, v) for k, v in t.params.items()}
-
-
-def _csv(study: optuna.Study, objectives: list[str], param_names: list[str], shown: Callable[[str, Any], Any]) -> str:
-    extra = [o for o in objectives if o not in _MEASURED]     # other objectives: TrialResult.metrics
-    buf = io.StringIO()
-    writer = csv.writer(buf)
-    writer.writerow(["number", "state", "outcome", *_MEASURED, *extra, "steps", "duration_s", *param_names,
-                     "retry_of", "reused_from", RULED_OUT_ATTR, FAILURE_PHASE_ATTR, "run_id", "job_dir", "excerpt"])
-    for t in reportable(study.get_trials(deepcopy=False)):
-        metrics = t.user_attrs.get("metrics") or {}
-        excerpt = (t.user_attrs.get("excerpt") or "").strip().splitlines()
-        writer.writerow([t.number, t.state.name, outcome(t),
-                         *[t.user_attrs.get(m) for m in _MEASURED], *[metrics.get(o) for o in extra],
-                         t.user_attrs.get("steps"), t.user_attrs.get("duration_s"),
-                         *[shown(p, t.params.get(p)) for p in param_names], t.system_attrs.get("failed_trial"),
-                         t.user_attrs.get(REUSED_FROM_ATTR), t.user_attrs.get(RULED_OUT_ATTR),
-                         t.user_attrs.get(FAILURE_PHASE_ATTR), t.user_attrs.get("run_id"), t.user_attrs.get("job_dir"),
-                         excerpt[-1][:300] if excerpt else None])
-    return buf.getvalue()
 
 
 def _entry(t: FrozenTrial, objectives: list[str], shown: Callable[[str, Any], Any]) -> dict[str, Any]:
@@ -115,17 +78,6 @@ def _entry(t: FrozenTrial, objectives: list[str], shown: Callable[[str, Any], An
         "overrides": launch_overrides(t),
         "run_id": t.user_attrs.get("run_id"),
     }
-
-
-def write_trials(sweep_dir: Path, study: optuna.Study, objectives: list[str], param_names: list[str] | None = None,
-                 shown: Callable[[str, Any], Any] = lambda k, v: v) -> Path:
-    """trials.csv from the study alone (`param_names` default: every param any trial has)."""
-    if param_names is None:
-        param_names = list(dict.fromkeys(p for t in study.get_trials(deepcopy=False) for p in t.params))
-    sweep_dir.mkdir(parents=True, exist_ok=True)
-    path = sweep_dir / TRIALS_CSV
-    _write(path, _csv(study, objectives, param_names, shown))
-    return path
 
 
 class Outputs:
@@ -159,7 +111,7 @@ class Outputs:
             doc["pareto_front"] = [_entry(t, self.objectives, self.shown) for t in best]
             doc["launch_trial"] = best[0].number   # best_launch.sh: the front's best first objective
         doc["launch_script"] = BEST_LAUNCH if best else None
-        _write(self.dir / BEST_YAML, yaml.safe_dump(doc, sort_keys=False))
+        write_atomic(self.dir / BEST_YAML, yaml.safe_dump(doc, sort_keys=False))
         if best and self._launch_for != best[0].number:
             self._write_launch(best[0], study.study_name)
         return best
@@ -172,7 +124,7 @@ class Outputs:
         except Exception as exc:  # noqa: BLE001 - outputs must not end the sweep
             log.warning("best_launch.sh: could not compose trial %d's overrides: %s", trial.number, exc)
             body = f"echo 'verlsweep could not compose this command: {str(exc)[:500]!r}' >&2\nexit 1\n"
-        _write(self.dir / BEST_LAUNCH, launch_header(trial, study_name, self.objectives, self.shown, experiment)
+        write_atomic(self.dir / BEST_LAUNCH, launch_header(trial, study_name, self.objectives, self.shown, experiment)
                + body, mode=0o755)
         self._launch_for = trial.number
 

@@ -13,11 +13,13 @@ from omegaconf import OmegaConf
 from optuna.distributions import CategoricalDistribution, FloatDistribution
 from optuna.trial import TrialState
 
-from hydra_plugins.verlsweep_sweeper import _outputs, _results, _study
-from hydra_plugins.verlsweep_sweeper._space import SearchSpace
+from verlsweep.record import budget, results as _results
+from verlsweep.study import create, outputs as _outputs
+from verlsweep.study.space import SearchSpace, SearchSpaceError
 from verlsweep.common.errors import ConfigError, Problem
 from verlsweep.reconcile import trials as reconcile_trials
 from verlsweep.common.result import NullReporter, TrialResult
+from verlsweep.common import optuna_private
 from verlsweep.study_link import PRUNER_ATTR, OptunaReporter, absolute_storage_url, open_storage, reporter_for
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -124,7 +126,7 @@ def sqlite_url(tmp_path: Path) -> str:
 
 def open_test_study(url: str, name: str = "s", **kw) -> tuple[optuna.Study, object]:
     space = SearchSpace(distributions=dict(SPACE))
-    return _study.open_study(url, name, ["maximize"], optuna.samplers.RandomSampler(seed=0),
+    return create.open_study(url, name, ["maximize"], optuna.samplers.RandomSampler(seed=0),
                              {"_target_": "optuna.pruners.NopPruner"}, kw.get("hb", 1), kw.get("grace", 1), space)
 
 
@@ -135,7 +137,7 @@ def test_relative_sqlite_urls_become_absolute(tmp_path):
 
 
 def settle_stale(study) -> None:
-    retry = optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=_study.STALE_RETRIES)
+    retry = optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=budget.STALE_RETRIES)
     for t in reconcile_trials.stale(study, 1.0):
         reconcile_trials.settle(study, t, stop_grace_s=1.0, tell=None, retry=retry)
 
@@ -145,36 +147,36 @@ def test_a_dead_sweeps_running_trial_is_failed_and_rerun_once_and_keeps_its_budg
     done = study.ask(fixed_distributions=SPACE)
     study.tell(done, 1.0)
     dead = study.ask(fixed_distributions=SPACE)
-    raw.record_heartbeat(dead._trial_id)          # its sweep beat once, then died
-    assert _study.remaining(study, 3) == 1
+    raw.record_heartbeat(optuna_private.trial_id(dead))          # its sweep beat once, then died
+    assert budget.remaining(study, 3) == 1
     time.sleep(2.2)                               # > grace period (1 s) at sqlite's 1 s resolution
     settle_stale(study)
     trials = study.get_trials()
     assert trials[1].state == TrialState.FAIL
     assert trials[2].state == TrialState.WAITING and trials[2].params == trials[1].params
-    assert _study.remaining(study, 3) == 2        # the stale trial no longer counts; its retry will
+    assert budget.remaining(study, 3) == 2        # the stale trial no longer counts; its retry will
     retry = study.ask(fixed_distributions=SPACE)
     assert retry.number == 2 and retry.params == trials[1].params
-    raw.record_heartbeat(retry._trial_id)
+    raw.record_heartbeat(optuna_private.trial_id(retry))
     time.sleep(2.2)
     settle_stale(study)                           # dies again: max one re-run, so no third copy
     assert [t.state for t in study.get_trials()] == [TrialState.COMPLETE, TrialState.FAIL, TrialState.FAIL]
     assert [t.user_attrs.get("outcome") for t in study.get_trials()[1:]] == ["orphaned", "orphaned"]
-    assert _study.remaining(study, 3) == 1
+    assert budget.remaining(study, 3) == 1
 
 
 def test_a_trial_asked_beyond_n_trials_by_a_racing_process_is_over_budget(sqlite_url):
     study, _ = open_test_study(sqlite_url)
     first = study.ask()
     second = study.ask()                          # both processes saw one slot left
-    assert not _study.over_budget(study, first.number, 1)
-    assert _study.over_budget(study, second.number, 1)
+    assert not budget.over_budget(study, first.number, 1)
+    assert budget.over_budget(study, second.number, 1)
 
 
 def test_reopening_a_study_with_other_directions_is_refused(sqlite_url):
     open_test_study(sqlite_url)
-    with pytest.raises(_study.SearchSpaceError, match="directions study 's' was created with"):
-        _study.open_study(sqlite_url, "s", ["minimize"], optuna.samplers.RandomSampler(),
+    with pytest.raises(SearchSpaceError, match="directions study 's' was created with"):
+        create.open_study(sqlite_url, "s", ["minimize"], optuna.samplers.RandomSampler(),
                           {"_target_": "optuna.pruners.NopPruner"}, 1, 1, SearchSpace(dict(SPACE)))
 
 
@@ -182,32 +184,32 @@ def test_default_study_name_joins_sweep_hardware_model_algorithm_and_hashes_spac
     cfg = OmegaConf.create({"hydra": {"runtime": {"choices": {"space": "rollout_memory", "hardware": "a2_64g",
                                                               "model": "qwen3_8b", "algorithm": "grpo"}}}})
     space = SearchSpace(distributions={"verl.a": CategoricalDistribution([1, 2])})
-    name = _study.default_study_name(cfg, space)
+    name = create.default_study_name(cfg, space)
     base, digest = name.rsplit(".", 1)
     assert base == "rollout_memory.a2_64g.qwen3_8b.grpo" and len(digest) == 8
     # overrides that do not change what a trial measures keep the name
     neutral = SearchSpace(distributions=dict(space.distributions), fixed={"hardware": "a2_64g", "trial.steps": "3"})
-    assert _study.default_study_name(cfg, neutral) == name
+    assert create.default_study_name(cfg, neutral) == name
     # another fixed override, another space: another study
     batch = SearchSpace(distributions=dict(space.distributions), fixed={"verl.data.train_batch_size": "128"})
     wider = SearchSpace(distributions={"verl.a": CategoricalDistribution([1, 2, 3])})
-    assert len({name, _study.default_study_name(cfg, batch), _study.default_study_name(cfg, wider)}) == 3
+    assert len({name, create.default_study_name(cfg, batch), create.default_study_name(cfg, wider)}) == 3
     swept = SearchSpace(distributions={"algorithm": CategoricalDistribution(["grpo", "remax"])})
-    assert _study.default_study_name(cfg, swept).startswith("rollout_memory.a2_64g.qwen3_8b.x.")
+    assert create.default_study_name(cfg, swept).startswith("rollout_memory.a2_64g.qwen3_8b.x.")
 
 
 def test_a_study_keeps_its_search_space_and_refuses_another_under_the_same_name(sqlite_url):
     def open_with(space):
-        return _study.open_study(sqlite_url, "s", ["maximize"], optuna.samplers.RandomSampler(),
+        return create.open_study(sqlite_url, "s", ["maximize"], optuna.samplers.RandomSampler(),
                                  {"_target_": "optuna.pruners.NopPruner"}, 1, 1, space)
 
     first = SearchSpace(dict(SPACE))
     study, _ = open_with(first)
-    stored = study.user_attrs[_study.SPACE_ATTR]
-    with pytest.raises(_study.SearchSpaceError, match="it was created with x=interval"):
+    stored = study.user_attrs[create.SPACE_ATTR]
+    with pytest.raises(SearchSpaceError, match="it was created with x=interval"):
         open_with(SearchSpace({"x": FloatDistribution(0.0, 2.0), "k": SPACE["k"]}))
     again, _ = open_with(SearchSpace(dict(SPACE), fixed={"verl.data.train_batch_size": "64"}))
-    assert again.user_attrs[_study.SPACE_ATTR] == stored        # never overwritten
+    assert again.user_attrs[create.SPACE_ATTR] == stored        # never overwritten
 
 
 # --- the trial's reporter -----------------------------------------------------------------------
@@ -271,11 +273,11 @@ def test_enqueued_configs_beyond_the_budget_are_left_out_so_the_study_can_comple
     measured = dict(trial.params)
     entries = [measured, {"x": 0.1, "k": "a"}, {"x": 0.2, "k": "b"}, {"x": 0.3, "k": "a"}]
     # 3 trials in all, one done: the measured config costs no slot, two of the three new ones fit
-    assert _study.enqueue(study, entries, n_trials=3) == 2
+    assert create.enqueue(study, entries, n_trials=3) == 2
     waiting = [t for t in study.get_trials() if t.state == TrialState.WAITING]
     assert [t.system_attrs["fixed_params"]["x"] for t in waiting] == [0.1, 0.2]
-    assert _study.enqueue(study, entries, n_trials=3) == 0        # a resumed sweep adds nothing again
+    assert create.enqueue(study, entries, n_trials=3) == 0        # a resumed sweep adds nothing again
     for _ in range(2):
         t = study.ask(SPACE)
         study.tell(t, 0.5)
-    assert _study.complete(study, 3)
+    assert budget.complete(study, 3)

@@ -9,11 +9,14 @@ from typing import Any
 import optuna
 from omegaconf import DictConfig
 
-from hydra_plugins.verlsweep_sweeper import _outputs, _progress, _study, _tracking
+from verlsweep.record import budget
+from verlsweep.record.trials_csv import reportable
+from verlsweep.study import outputs, parent_run
+from verlsweep.study.progress import Progress
 
 
 class SweepView:
-    def __init__(self, config: DictConfig, sweep_dir: Path, objectives: list[str], progress: _progress.Progress,
+    def __init__(self, config: DictConfig, sweep_dir: Path, objectives: list[str], progress: Progress,
                  parent: str | None) -> None:
         self.config = config
         self.sweep_dir = sweep_dir
@@ -25,28 +28,28 @@ class SweepView:
 
     def after_batch(self, study: optuna.Study, n_trials: int, final: bool = False) -> list[Path]:
         """The status line (not at the end: the summary follows), the report, the parent run's update."""
-        trials = _outputs.reportable(study.get_trials(deepcopy=False))
+        trials = reportable(study.get_trials(deepcopy=False))
         finished = [t for t in trials if t.state.is_finished()]
         counts: dict[str, int] = {}
         for t in finished:
-            counts[_outputs.outcome(t)] = counts.get(_outputs.outcome(t), 0) + 1
-        best = _outputs.best_trials(study)
+            counts[outputs.outcome(t)] = counts.get(outputs.outcome(t), 0) + 1
+        best = outputs.best_trials(study)
         if not final:
             self.progress.status(study, len(finished), best[0] if best else None, counts,
-                                 _study.remaining(study, n_trials))
+                                 budget.remaining(study, n_trials))
         # drawing costs seconds: with trials faster than that (runner=estimate) skip some batches, so
         # the report takes at most a third of the sweep's time; the last one always draws
         files: list[Path] = []
         if final or time.monotonic() - self._report_done >= 2 * self._report_cost:
             t0 = time.monotonic()
-            files = _outputs.write_report(study, self.sweep_dir, self.objectives)
+            files = outputs.write_report(study, self.sweep_dir, self.objectives)
             self._report_done = time.monotonic()
             self._report_cost = self._report_done - t0
         metrics: dict[str, Any] = {"trials_done": len(finished), **{f"trials_{k}": v for k, v in counts.items()}}
         if best:
             metrics["best_objective"] = best[0].values[0]
-        root = [self.sweep_dir / n for n in (_outputs.TRIALS_CSV, _outputs.BEST_YAML, _outputs.BEST_LAUNCH)]
-        _tracking.update_parent_run(self.config, self.parent, len(finished), metrics,
+        root = [self.sweep_dir / n for n in (outputs.TRIALS_CSV, outputs.BEST_YAML, outputs.BEST_LAUNCH)]
+        parent_run.update_parent_run(self.config, self.parent, len(finished), metrics,
                                     {"": root + [f for f in files if f.suffix == ".html"],
                                      "plots": [f for f in files if f.suffix == ".png"]})
         return files

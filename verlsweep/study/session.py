@@ -1,6 +1,6 @@
 """This sweep process on its study: its session record, trials of dead sweeps settled before any new
 trial starts, and every run that disagrees with its trial fixed after each batch
-(verlsweep/reconcile holds the rules; this is the sweeper's call site)."""
+(verlsweep/reconcile holds the rules; this is the sweep's call site)."""
 from __future__ import annotations
 
 import logging
@@ -9,9 +9,10 @@ from typing import Any
 import optuna
 from optuna.storages import RetryHeartbeatStaleTrialCallback
 
-from hydra_plugins.verlsweep_sweeper._study import STALE_RETRIES, quiet_optuna
+from verlsweep.common import optuna_private
 from verlsweep.reconcile import check, sessions, trials
 from verlsweep.reconcile.check import Tracking
+from verlsweep.record.budget import STALE_RETRIES, quiet_optuna
 
 log = logging.getLogger(__name__)
 
@@ -20,7 +21,7 @@ def died_unreconciled(study: optuna.Study, grace_s: float) -> bool:
     """A sweep process on the study died without ending (its parent run may be RUNNING, its outputs
     half written): even a complete study then gets one sweep that reconciles it."""
     return any(not s.ended and not sessions.alive(s, grace_s)
-               for s in sessions.all_of(study._storage, study._study_id).values())
+               for s in sessions.all_of(optuna_private.storage(study), optuna_private.study_id(study)).values())
 
 
 class SweepSession:
@@ -36,6 +37,7 @@ class SweepSession:
         with quiet_optuna():
             self.retry = RetryHeartbeatStaleTrialCallback(max_retry=STALE_RETRIES)
         self._warned: set[str] = set()
+        self._study_id = optuna_private.study_id(study)
 
     @property
     def label(self) -> str:
@@ -43,21 +45,21 @@ class SweepSession:
 
     def open(self) -> None:
         if self.session is not None:
-            sessions.save(self.storage, self.study._study_id, self.session)
+            sessions.save(self.storage, self._study_id, self.session)
 
     def beat(self) -> None:
         if self.session is not None:
-            sessions.beat(self.storage, self.study._study_id, self.session)
+            sessions.beat(self.storage, self._study_id, self.session)
 
     def others(self) -> list[sessions.Session]:
         """Other sweep processes on the study that are alive now."""
         if self.session is None:
             return []
-        return sessions.live(self.storage, self.study._study_id, self.grace_s, besides=self.session.id)
+        return sessions.live(self.storage, self._study_id, self.grace_s, besides=self.session.id)
 
     def tag_trial(self, trial_id: int) -> None:
         if self.session is not None:
-            self.study._storage.set_trial_system_attr(trial_id, sessions.TRIAL_ATTR, self.session.id)
+            optuna_private.storage(self.study).set_trial_system_attr(trial_id, sessions.TRIAL_ATTR, self.session.id)
 
     def settle_stale(self) -> list[trials.Settled]:
         """Trials of dead sweeps: processes stopped, outcome recorded. Logged before any new trial."""
@@ -95,11 +97,11 @@ class SweepSession:
         re-run of a complete study knows there is nothing left to reconcile."""
         if self.session is None:
             return
-        for other in sessions.all_of(self.storage, self.study._study_id).values():
+        for other in sessions.all_of(self.storage, self._study_id).values():
             if other.id != self.session.id and not other.ended and not sessions.alive(other, self.grace_s):
                 other.ended = "KILLED"
                 try:
-                    sessions.save(self.storage, self.study._study_id, other)
+                    sessions.save(self.storage, self._study_id, other)
                 except Exception as exc:  # noqa: BLE001 - only costs one more reconciling re-run
                     log.debug("could not record %s as ended: %s", other.label(), exc)
 
@@ -110,7 +112,7 @@ class SweepSession:
         self.bury_dead()
         self.session.ended = status
         try:
-            sessions.save(self.storage, self.study._study_id, self.session)
+            sessions.save(self.storage, self._study_id, self.session)
         except Exception as exc:  # noqa: BLE001 - then it counts as dead once its pid is gone
             log.debug("could not record the end of %s: %s", self.label, exc)
         return bool(self.others())

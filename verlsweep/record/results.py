@@ -24,7 +24,7 @@ import optuna
 from hydra.core.utils import JobReturn, JobStatus
 from optuna.trial import TrialState
 
-from hydra_plugins.verlsweep_sweeper import _study
+from verlsweep.record import budget
 from verlsweep.common.errors import ConfigError
 from verlsweep.common.names import FAILURE_PHASE_ATTR, JOB_DIR_ATTR, PLACEHOLDER_ATTR, PREDICTED_ATTR
 from verlsweep.common.result import CONSTRAINT_OUTCOMES, TrialResult
@@ -33,7 +33,7 @@ from verlsweep.common.result import CONSTRAINT_OUTCOMES, TrialResult
 # not place it (unschedulable). One key for all: the name stays as stored in existing studies.
 CONSTRAINT_KEY = "memory"
 NO_RESULT = "no_result"            # a job that returned nothing (dry run)
-RERUN_OUTCOMES = frozenset({"preempted"})   # re-run once (_study.rerun_once)
+RERUN_OUTCOMES = frozenset({"preempted"})   # re-run once (budget.rerun_once)
 _EXCERPT_CHARS = 2000
 
 
@@ -168,7 +168,7 @@ def tell(study: optuna.Study, trial: optuna.Trial, ret: JobReturn | None, object
 
     tell_state(study, trial, state=TrialState.FAIL)
     if result.outcome in RERUN_OUTCOMES:
-        _study.rerun_once(study, trial)
+        budget.rerun_once(study, trial)
     return Told(trial.number, result.outcome, TrialState.FAIL, None, result.excerpt)
 
 

@@ -22,7 +22,7 @@ from typing import Any, Callable
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from hydra_plugins.verlsweep_sweeper._results import CONSTRAINT_KEY, PLACEHOLDER_ATTR, Told, tell_state
+from verlsweep.record.results import CONSTRAINT_KEY, PLACEHOLDER_ATTR, Told, tell_state
 from verlsweep.common.names import FAILURE_PHASE_ATTR, PREDICTED_ATTR, REUSED_FROM_ATTR, REUSED_RUN_ATTR
 
 log = logging.getLogger(__name__)

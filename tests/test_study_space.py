@@ -9,8 +9,8 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
-from hydra_plugins.verlsweep_sweeper import _space
-from hydra_plugins.verlsweep_sweeper._space import SearchSpaceError
+from verlsweep.study import space as _space
+from verlsweep.study.space import SearchSpaceError
 from verlsweep import CONF_DIR
 from verlsweep.command.hydra_compose import compose_dir
 

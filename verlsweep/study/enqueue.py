@@ -7,7 +7,7 @@ from typing import Any, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from hydra_plugins.verlsweep_sweeper._space import SearchSpace, SearchSpaceError
+from verlsweep.study.space import SearchSpace, SearchSpaceError
 from verlsweep.common.errors import Problem
 
 log = logging.getLogger(__name__)

@@ -1,4 +1,4 @@
-"""The planner-guided start (hydra_plugins/verlsweep_sweeper/_guide.py): which configs it enqueues."""
+"""The planner-guided start (verlsweep/study/guide.py): which configs it enqueues."""
 from __future__ import annotations
 
 from dataclasses import fields
@@ -6,7 +6,7 @@ from dataclasses import fields
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import open_dict
 
-from hydra_plugins.verlsweep_sweeper import _guide, _space
+from verlsweep.study import guide as _guide, space as _space
 from verlsweep.command.compose import compose_config
 from verlsweep.plan import load_calibration
 from verlsweep.plan.calibration import THROUGHPUT_CONSTANTS, Constants
