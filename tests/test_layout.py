@@ -1,11 +1,25 @@
-"""The package's layout keeps data flowing one way: no stage imports a later one."""
+"""The package's layout keeps data flowing one way: no stage imports a later one.
+
+    sweep.py -> hydra_plugins/verlsweep_sweeper (thin: Hydra's side) -> verlsweep.study (the sweep)
+    -> Hydra's launcher -> task.py -> command -> plan -> trial -> tracking; reconcile, record and
+    report after (study imports report for report.html, so what report's --status shares with the
+    sweep is record, below both).
+
+Imports are found with ast.walk: at module level and inside functions alike. The Optuna private API
+is used in one module only (verlsweep/common/optuna_private.py); tests/ may use it directly (e.g.
+test_study_create's `optuna.samplers._tpe.sampler._split_trials`) and are not checked.
+"""
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
+import optuna
+
 REPO = Path(__file__).resolve().parents[1]
 PKG = REPO / "verlsweep"
+PLUGIN = REPO / "hydra_plugins"
+OPTUNA_ADAPTER = PKG / "common" / "optuna_private.py"
 
 # stage -> the verlsweep subpackages it may import (besides itself); the order data flows in
 ALLOWED = {
@@ -16,8 +30,11 @@ ALLOWED = {
     "tracking": {"common", "command", "plan", "trial"},
     "study_link": {"common"},
     "reconcile": {"common", "trial", "tracking", "study_link"},
-    "report": {"common", "infer", "tracking", "study_link", "reconcile"},
+    "record": {"common", "reconcile"},
+    "report": {"common", "infer", "tracking", "study_link", "reconcile", "record"},
     "infer": {"common"},
+    # orchestrates the sweep; nothing in verlsweep imports it (only hydra_plugins does)
+    "study": {"common", "command", "plan", "infer", "tracking", "reconcile", "record", "report", "study_link"},
 }
 
 
@@ -27,16 +44,16 @@ def _stage(module: str) -> str | None:
     return parts[1] if len(parts) > 1 and parts[1] in (*ALLOWED, "task") else None
 
 
-def _imports(path: Path) -> list[str]:
-    """Every verlsweep module a file imports, at top level or inside a function."""
+def _imports(path: Path, package: str = "verlsweep") -> list[str]:
+    """Every module of `package` a file imports, at top level or inside a function."""
     found = []
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             base = node.module
-            found += [f"{base}.{a.name}" if base == "verlsweep" else base for a in node.names]
+            found += [f"{base}.{a.name}" if base == package else base for a in node.names]
         elif isinstance(node, ast.Import):
             found += [a.name for a in node.names]
-    return [m for m in found if m.startswith("verlsweep.")]
+    return [m for m in found if m == package or m.startswith(f"{package}.")]
 
 
 def test_no_stage_imports_a_later_stage_or_the_task():
@@ -51,6 +68,29 @@ def test_no_stage_imports_a_later_stage_or_the_task():
             if target and target != own and target not in ALLOWED[own]:
                 bad.append(f"{rel}: imports {module} ({own} may import {sorted(ALLOWED[own]) or 'nothing'})")
     assert not bad, "\n".join(bad)
+
+
+def test_only_the_sweeper_plugin_imports_the_study():
+    """verlsweep.study runs the sweep: task.py, the package root and every other stage stay below it."""
+    bad = [f"{path.relative_to(REPO)}: imports {m}"
+           for path in [*sorted(PKG.rglob("*.py")), REPO / "sweep.py"]
+           if PKG / "study" not in path.parents
+           for m in _imports(path) if _stage(m) == "study"]
+    assert not bad, "\n".join(bad)
+
+
+def test_nothing_in_verlsweep_imports_hydra_plugins():
+    """The plugin is Hydra's thin side of the sweep; the library works without it (hydra_plugins may
+    import anything in verlsweep, so it is not checked the other way)."""
+    bad = [f"{path.relative_to(REPO)}: imports {m}"
+           for path in [*sorted(PKG.rglob("*.py")), REPO / "sweep.py"] for m in _imports(path, "hydra_plugins")]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_sweeper_plugin_keeps_only_what_hydra_needs():
+    """config (dataclasses + registration), the registered class and _impl (the Hydra glue)."""
+    modules = {p.name for p in (PLUGIN / "verlsweep_sweeper").glob("*.py")}
+    assert modules == {"__init__.py", "config.py", "verlsweep_sweeper.py", "_impl.py"}
 
 
 def test_every_stage_is_a_subpackage_whose_docstring_says_what_it_may_import():
@@ -70,3 +110,92 @@ def test_the_checker_sees_a_violation(tmp_path):
     f = tmp_path / "x.py"
     f.write_text("def f():\n    from verlsweep.tracking.mlflow_runs import TrialRun\n")
     assert [m for m in _imports(f) if _stage(m) == "tracking"]
+
+
+def test_the_checker_sees_a_function_level_import_of_hydra_plugins(tmp_path):
+    f = tmp_path / "x.py"
+    f.write_text("def f():\n    if True:\n        from hydra_plugins.verlsweep_sweeper import _impl\n"
+                 "def g():\n    import hydra_plugins.verlsweep_sweeper.config\n")
+    assert sorted(_imports(f, "hydra_plugins")) == ["hydra_plugins.verlsweep_sweeper",
+                                                    "hydra_plugins.verlsweep_sweeper.config"]
+
+
+# --- the Optuna private API ------------------------------------------------------------------------------
+
+
+def _optuna_private_names() -> set[str]:
+    """Private attributes of the Optuna objects verlsweep holds (study, trials, storages): the class's
+    own and what their __init__ sets (Study._storage, Study._study_id, Trial._trial_id, ...)."""
+    import optuna.storages._heartbeat as heartbeat
+
+    verbosity = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)     # no "A new study created" line
+    try:
+        study = optuna.create_study()
+    finally:
+        optuna.logging.set_verbosity(verbosity)
+    trial = study.ask()
+    objects = [study, trial, study.get_trials(deepcopy=False)[0], optuna.storages.InMemoryStorage(),
+               optuna.storages.RDBStorage, heartbeat.BaseHeartbeat, optuna.storages.BaseStorage]
+    names = {n for o in objects for n in [*dir(o), *getattr(o, "__dict__", {})]}
+    return {n for n in names if n.startswith("_") and not n.startswith("__")}
+
+
+def _dotted(node: ast.AST) -> list[str] | None:
+    """['optuna', 'storages', '_heartbeat', 'f'] for optuna.storages._heartbeat.f; None if not a plain chain."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    return [node.id, *reversed(parts)] if isinstance(node, ast.Name) else None
+
+
+def _optuna_private_uses(path: Path, private: set[str]) -> list[str]:
+    """`x._storage`-like attributes of Optuna objects (not on self/cls: verlsweep's own privates), and any
+    `optuna.<...>._<name>` module or name, imported or reached through attributes."""
+    def private_part(parts: list[str]) -> bool:
+        return parts[0] == "optuna" and any(p.startswith("_") and not p.startswith("__") for p in parts[1:])
+
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        where = f"{path.relative_to(REPO) if REPO in path.parents else path.name}:{getattr(node, 'lineno', '?')}"
+        if isinstance(node, ast.Attribute):
+            chain = _dotted(node)
+            if chain and private_part(chain):
+                found.append(f"{where}: {'.'.join(chain)}")
+            elif node.attr in private and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+                found.append(f"{where}: .{node.attr}")
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                if private_part([*node.module.split("."), alias.name]):
+                    found.append(f"{where}: from {node.module} import {alias.name}")
+        elif isinstance(node, ast.Import):
+            found += [f"{where}: import {a.name}" for a in node.names if private_part(a.name.split("."))]
+    return sorted(set(found))
+
+
+def test_the_optuna_private_api_is_used_in_the_adapter_only():
+    private = _optuna_private_names()
+    files = [*PKG.rglob("*.py"), *PLUGIN.rglob("*.py"), REPO / "sweep.py", *(REPO / "benchmarks").rglob("*.py")]
+    bad = [use for path in sorted(files) if path != OPTUNA_ADAPTER for use in _optuna_private_uses(path, private)]
+    assert not bad, ("Optuna private API outside verlsweep/common/optuna_private.py (add a function there, with "
+                     "why no public call does it):\n" + "\n".join(bad))
+
+
+def test_the_optuna_checker_sees_a_private_use(tmp_path):
+    private = _optuna_private_names()
+    assert {"_storage", "_study_id", "_trial_id", "_get_stale_trial_ids", "_should_skip_enqueue"} <= private
+    f = tmp_path / "x.py"
+    f.write_text("import optuna\n"
+                 "from optuna.samplers._tpe.sampler import _split_trials\n"
+                 "def f(study, t):\n"
+                 "    study._storage.get_trial(t._trial_id)\n"
+                 "    return optuna.storages._heartbeat.is_heartbeat_enabled(study._storage)\n"
+                 "class C:\n"
+                 "    def g(self):\n"
+                 "        return self._storage\n")            # verlsweep's own private attribute: fine
+    uses = _optuna_private_uses(f, private)
+    assert uses == ["x.py:2: from optuna.samplers._tpe.sampler import _split_trials", "x.py:4: ._storage",
+                    "x.py:4: ._trial_id", "x.py:5: ._storage", "x.py:5: optuna.storages._heartbeat",
+                    "x.py:5: optuna.storages._heartbeat.is_heartbeat_enabled"], uses
+    assert not _optuna_private_uses(OPTUNA_ADAPTER.with_name("names.py"), private)
