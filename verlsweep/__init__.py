@@ -1,9 +1,17 @@
 """verlsweep: declarative Hydra + Optuna + MLflow sweeps for verl RL post-training.
 
-Data flows one way: sweep.py -> sweeper (hydra_plugins/verlsweep_sweeper) -> Hydra launcher -> the
-trial task (task.py) -> command (compose) -> plan -> trial (run) -> tracking (track). Each stage is a
-subpackage that imports only `common` and the stages before it; task.py is the one module that wires
-them all. study_link.py is the Optuna link both the sweeper and a trial process import.
+Data flows one way:
+
+    sweep.py -> sweeper (hydra_plugins/verlsweep_sweeper: thin, Hydra's side) -> study (verlsweep/study:
+    ask, run a batch, tell, outputs) -> Hydra launcher -> trial task (task.py) -> command (compose)
+    -> plan -> trial (run) -> tracking (track); reconcile, record and report after.
+
+Each stage is a subpackage that imports only `common` and the stages before it (its docstring's "May
+import:" line; tests/test_layout.py checks). task.py is the one module that wires a trial's stages;
+study orchestrates the sweep and nothing in verlsweep imports it, nor hydra_plugins. study_link.py is
+the Optuna link both the sweep and a trial process import; record is what the sweep and report's
+`--status --repair` share (how a result is told, the trial budget, trials.csv), below both. Optuna's
+private API is used in verlsweep/common/optuna_private.py only.
 """
 from pathlib import Path
 

@@ -1,11 +1,11 @@
 """The link between a trial process and the Optuna study its sweep runs.
 
-The sweeper (hydra_plugins/verlsweep_sweeper) owns the study: it asks, launches and tells. The trial
-task only needs two things from it, and both live here so sweeper and task open the study the same
-way: `open_storage(url)` (one storage setup for every process that writes the study) and
+The sweep (verlsweep.study, run by hydra_plugins/verlsweep_sweeper) owns the study: it asks, launches
+and tells. The trial task only needs two things from it, and both live here so sweep and task open the
+study the same way: `open_storage(url)` (one storage setup for every process that writes the study) and
 `reporter_for(cfg)`, the per-step pruning hook the runner calls (verlsweep.common.result.StepReporter).
 
-The sweeper passes `trial.number`, `trial.study_name` and `trial.storage` as overrides of every job,
+The sweep passes `trial.number`, `trial.study_name` and `trial.storage` as overrides of every job,
 and stores its pruner's spec in the study's user attrs (`PRUNER_ATTR`), so a trial process rebuilds
 exactly the pruner the sweep was configured with.
 """

@@ -9,7 +9,8 @@ the planner's predictions next to the measurements) and the text status of a run
 May import: verlsweep.common and verlsweep.infer (the rules that say what a finished trial proves about
 its neighbours, for the frontier); for --status/--repair (status.py) also verlsweep.tracking, study_link and
 reconcile, which say where Optuna, MLflow and the sweep dir disagree and apply the rules a sweep applies
-on start. The report itself reads what the sweeper stored in the study (user attrs named in
+on start, and record (tell a trial, re-run it once, rewrite trials.csv as the sweep does). Never
+verlsweep.study: it imports this package to write report.html. The report itself reads what the sweeper stored in the study (user attrs named in
 verlsweep.common.names), never the trial process or MLflow.
 """
 from __future__ import annotations
