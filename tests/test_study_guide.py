@@ -129,3 +129,10 @@ def test_the_guides_prior_gives_the_boundary_sampler_the_planners_tok_s_of_feasi
     assert prior(raw) == fits.tok_s
     assert prior(fails.params) is None
     assert entries == _guide.entries(cfg, sp, top_k=3, draws=0)
+
+
+def test_the_plugins_guide_defaults_are_the_librarys():
+    """hydra.sweeper.guide's dataclass repeats guide.DRAWS/ERROR (the plugin's config must not import optuna)."""
+    from hydra_plugins.verlsweep_sweeper.config import GuideConfig
+
+    assert (GuideConfig.draws, GuideConfig.error) == (_guide.DRAWS, _guide.ERROR)

@@ -1,5 +1,6 @@
 """The configs a study runs before the sampler proposes any: the recipe's own values of the swept
-params (`hydra.sweeper.enqueue_recipe`), then `hydra.sweeper.enqueue` (the planner's picks follow, verlsweep.study.guide)."""
+params (`hydra.sweeper.enqueue_recipe`), then `hydra.sweeper.enqueue` (the planner's picks follow,
+verlsweep.study.guide)."""
 from __future__ import annotations
 
 import logging
