@@ -14,7 +14,7 @@ from verlsweep.command.compose import compose_config
 from verlsweep.common.errors import ConfigError
 from verlsweep.plan import plan_cfg
 from verlsweep.common.result import NullReporter
-from verlsweep.trial.runners import get_runner
+from verlsweep.prepare import prepare
 
 ACTOR = "verl.actor_rollout_ref.actor"
 ROLLOUT = "verl.actor_rollout_ref.rollout"
@@ -33,15 +33,16 @@ class StopAt:
 
 
 def run(tmp_path: Path, overrides: list[str], reporter=None):
-    cfg = compose_config(["hardware=a2_64g", "algorithm=remax", "runner=estimate", *overrides])
-    runner = get_runner("estimate")
+    cfg = compose_config(["hardware=a2_64g", "algorithm=remax", "runner=estimate", "validate.verl=false", *overrides])
+    prepared = prepare(cfg, overrides=[])
     env = {"VERLSWEEP_TRIAL_DIR": str(tmp_path), "VERL_FILE_LOGGER_PATH": str(tmp_path / "metrics.jsonl")}
-    return cfg, runner, runner.run(cfg, None, reporter or NullReporter(), env)
+    out = prepared.runner.run(prepared.spec, reporter or NullReporter(), env)
+    return cfg, out, out.result
 
 
 def test_a_feasible_trial_completes_with_verl_style_steps_around_the_prediction(tmp_path):
     reporter = StopAt()
-    cfg, runner, result = run(tmp_path, ["runner.noise=0.05", "trial.steps=6"], reporter)
+    cfg, out, result = run(tmp_path, ["runner.noise=0.05", "trial.steps=6"], reporter)
     verdict = plan_cfg(cfg)
     assert result.outcome == "completed" and result.backend == "estimate" and result.steps == 6
     lines = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
@@ -54,7 +55,7 @@ def test_a_feasible_trial_completes_with_verl_style_steps_around_the_prediction(
     assert [s for s, _ in reporter.seen] == [1, 2, 3, 4, 5, 6] and [v for _, v in reporter.seen] == tok_s
     assert result.peak_memory_gb == pytest.approx(verdict.trainer_peak_gb)
     assert json.loads((tmp_path / "plan.json").read_text())["binding"] == verdict.binding
-    assert runner.details.step_log is not None and len(runner.details.step_log) == 6
+    assert out.details.step_log is not None and len(out.details.step_log) == 6
 
 
 def test_noise_is_seeded_by_the_runner_seed_and_the_trial_number(tmp_path):

@@ -101,12 +101,13 @@ def test_head_only_cluster_in_a_real_slurm_job_registers_its_devices_and_leaves_
 
 def test_a_two_node_trial_in_an_allocation_spans_its_nodes_with_the_hardware_groups_devices(tmp_path):
     from verlsweep.command.compose import compose_config
+    from verlsweep.prepare import hardware
     from verlsweep.trial.runners.process import multi_node_cluster
 
     env = {**os.environ, "PATH": f"{FAKE_BIN}:{os.environ['PATH']}", "SLURM_JOB_NODELIST": "nodeA,nodeB",
            "SLURM_CPUS_PER_TASK": "48"}
-    cluster = multi_node_cluster(compose_config(["hardware=a2_64g", "hardware.nnodes=2"]), env, tmp_path)
+    cluster = multi_node_cluster(hardware(compose_config(["hardware=a2_64g", "hardware.nnodes=2"])), None, env, tmp_path)
     assert cluster is not None
     assert (cluster.spec.hosts, cluster.spec.resource, cluster.spec.expected_devices, cluster.spec.cpus_per_node) == \
         (["nodeA", "nodeB"], "NPU", 16, 48)
-    assert multi_node_cluster(compose_config(["hardware=a2_64g"]), env, tmp_path) is None
+    assert multi_node_cluster(hardware(compose_config(["hardware=a2_64g"])), None, env, tmp_path) is None

@@ -13,6 +13,7 @@ from verlsweep.command.compose import build_command, compose_config
 from verlsweep.common import processes
 from verlsweep.common.result import NullReporter
 from verlsweep.common.names import TRIAL_DIR_ENV
+from verlsweep.prepare import prepare
 from verlsweep.trial.runners import get_runner
 from verlsweep.trial.runners.process import actor_env_args, resolve_entrypoint
 from verlsweep.trial.supervise import MARK_ENV, Supervised, ray_isolation, remove_tree
@@ -207,10 +208,9 @@ def run_fake(tmp_path: Path, mode: str, reporter=None, *overrides: str):
     script.write_text(FAKE_TRAINER)
     cfg = compose_config(["validate.verl=false", "tracking.enabled=false", "runner.grace_period=2",
                           f"runner.entrypoint=[python,{script},{mode}]", *overrides])
-    trial = build_command(cfg, require_paths=False)
-    runner = get_runner("verl")
-    result = runner.run(cfg, trial, reporter or NullReporter(), {TRIAL_DIR_ENV: str(tmp_path / "trial")})
-    return result, runner.details
+    prepared = prepare(cfg, dry=True, overrides=[])
+    out = prepared.runner.run(prepared.spec, reporter or NullReporter(), {TRIAL_DIR_ENV: str(tmp_path / "trial")})
+    return out.result, out.details
 
 
 def test_completed_trial_reports_every_step_and_aggregates_after_warmup(tmp_path):
@@ -275,9 +275,9 @@ def test_script_runner_sets_mapped_knobs_in_env_and_forwards_the_rest(tmp_path, 
                           f"runner.script={script}", f"runner.forward={forward}", "model.path=/models/tiny",
                           "verl.actor_rollout_ref.rollout.gpu_memory_utilization=0.45",
                           f"+env.FAKE_TRAINER={trainer}"])
-    trial = build_command(cfg, require_paths=False)
-    runner = get_runner("script")
-    result = runner.run(cfg, trial, NullReporter(), {TRIAL_DIR_ENV: str(tmp_path / "trial")})
+    # the knobs runner=script forwards: this job's verl overrides, as Hydra's hydra.overrides.task lists them
+    prepared = prepare(cfg, dry=True, overrides=["verl.actor_rollout_ref.rollout.gpu_memory_utilization=0.45"])
+    result = prepared.runner.run(prepared.spec, NullReporter(), {TRIAL_DIR_ENV: str(tmp_path / "trial")}).result
     assert result.outcome == "completed" and result.backend == "script"
     first = (tmp_path / "trial" / "trial.log").read_text().splitlines()[0]
     assert first.startswith("recipe tp=2 util=0.45 model=/models/tiny args=")
@@ -291,6 +291,6 @@ def test_script_runner_without_a_script_names_the_key(tmp_path):
     from verlsweep.common.errors import ConfigError
 
     cfg = compose_config(["validate.verl=false", "tracking.enabled=false", "runner=script", "runner.script=null"])
+    prepared = prepare(cfg, dry=True, overrides=[])
     with pytest.raises(ConfigError, match="runner.script"):
-        get_runner("script").run(cfg, build_command(cfg, require_paths=False), NullReporter(),
-                                 {TRIAL_DIR_ENV: str(tmp_path)})
+        prepared.runner.run(prepared.spec, NullReporter(), {TRIAL_DIR_ENV: str(tmp_path)})

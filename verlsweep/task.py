@@ -1,6 +1,7 @@
-"""The job Hydra runs for every trial: compose -> (dry run | plan -> run -> track).
+"""The job Hydra runs for every trial: prepare -> (dry run | refuse | track -> run -> finish).
 
-The composition root: the only module that imports every stage (command, plan, trial, tracking).
+The composition root: with verlsweep.prepare, the only modules that import every stage (command, plan,
+trial, tracking). prepare() validates and plans the trial once; this module acts on the PreparedTrial.
 """
 from __future__ import annotations
 
@@ -10,28 +11,30 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Collection
+from typing import Any, Collection, Mapping
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from verlsweep import plan, study_link
-from verlsweep.plan import ray_demand
+from verlsweep import study_link
 from verlsweep.command import knobs
-from verlsweep.command.compose import Command, build_command
+from verlsweep.command.compose import Command
 from verlsweep.common import crashpoint
 from verlsweep.common.names import (COMMAND_JSON, COMMAND_SH, EXCERPT_FILE, FILE_LOGGER_ENV, JOB_DIR_ATTR, METRICS_FILE,
                                     RESULT_FILE, RUN_ID_ATTR, TRIAL_DIR_ENV)
 from verlsweep.common.errors import ConfigError, MissingPath, Problem
 from verlsweep.common.result import TrialResult
 from verlsweep.common import slurm
-from verlsweep.trial.runners import RunDetails, get_runner
+from verlsweep.prepare import PreparedTrial, prepare
+from verlsweep.trial.runners import Plan, RunDetails
 from verlsweep.tracking.system_metrics import DevicePeak, TrialMonitor
 from verlsweep.trial import devices
 from verlsweep.tracking.mlflow_runs import TrackingUnavailable, TrialRun, redact_env
 
 log = logging.getLogger("verlsweep")
+
+BLOCKED = " - a real run would not launch it (plan.enforce)"
 
 
 def output_dir() -> Path:
@@ -41,48 +44,45 @@ def output_dir() -> Path:
 
 def dry_run(cfg: DictConfig) -> None:
     """Print the trial as bash and write command.json, with the planner's verdict; launch nothing."""
-    trial = build_command(cfg, require_paths=False)
+    prepared = prepare(cfg, dry=True)
+    trial = prepared.command
     for warning in trial.warnings:
         log.warning("dry run: %s", warning)
     path = trial.write(output_dir())
-    runs_here = _runs_here(get_runner(str(cfg.runner.name)))
-    sys.stdout.write(f"# verlsweep dry run: {path}\n# planner: {_verdict_line(cfg)}\n{_cpu_line(cfg, runs_here)}"
+    sys.stdout.write(f"# verlsweep dry run: {path}\n# planner: {_verdict_line(prepared)}\n{_cpu_line(prepared)}"
                      f"{trial.to_bash()}")
     sys.stdout.flush()
 
 
-def _verdict_line(cfg: DictConfig) -> str:
+def _verdict_line(prepared: PreparedTrial) -> str:
     """The planner's HBM verdict, said to be about the hardware profile's devices (a dry run often runs
     on a laptop for a node)."""
-    about = f"hardware={OmegaConf.select(cfg, 'hardware.name', default='?')}, predicted"
-    try:
-        verdict = plan.plan_cfg(cfg)
-    except plan.NotPlannable as exc:
-        return f"({about}) no prediction ({exc})"
-    blocked = " - a real run would not launch it (plan.enforce)" if plan.blocks_launch(cfg, verdict) else ""
-    return f"({about}) {verdict.summary()}{blocked}"
+    about = f"hardware={prepared.spec.hardware.name}, predicted"
+    plan = prepared.plan
+    if plan.memory is None:
+        return f"({about}) no prediction ({plan.unplannable})"
+    blocked = BLOCKED if plan.enforce and not plan.memory.feasible else ""
+    return f"({about}) {plan.memory.summary()}{blocked}"
 
 
-def _cpu_line(cfg: DictConfig, runs_here: bool) -> str:
+def _cpu_line(prepared: PreparedTrial) -> str:
     """The planner's Ray CPU check as a comment line, naming the machine it is about ('' when nothing
     can be checked). CPUs stated in the config (hardware.cpus, ray_init.num_cpus) are the node's: a
-    verdict. Otherwise only this machine's CPUs are known, and a dry run may be on a laptop for a node:
-    say so rather than call the node's profile infeasible."""
-    stated = ray_demand.check(cfg, local=False)
-    if stated is not None:
-        blocked = not stated.ok and plan.blocks_launch(cfg, plan.Preflight(None, stated))
-        return (f"# planner Ray CPUs (hardware={OmegaConf.select(cfg, 'hardware.name', default='?')}, as stated): "
-                f"{'ok' if stated.ok else 'infeasible'}: {stated.message()}"
-                + (" - a real run would not launch it (plan.enforce)" if blocked else "") + "\n")
-    if not runs_here:
+    verdict. Otherwise only this machine's CPUs are known (checked only when the trial's Ray would run
+    here), and a dry run may be on a laptop for a node: say so rather than call the node's profile
+    infeasible."""
+    plan = prepared.plan
+    cpus = plan.preflight.cpus
+    if cpus is None:
         return ""
-    here = ray_demand.check(cfg, local=True)
-    if here is None:
-        return ""
+    if plan.cpus_stated:
+        blocked = not cpus.ok and plan.enforce
+        return (f"# planner Ray CPUs (hardware={prepared.spec.hardware.name}, as stated): "
+                f"{'ok' if cpus.ok else 'infeasible'}: {cpus.message()}" + (BLOCKED if blocked else "") + "\n")
     host = os.uname().nodename
-    if here.ok:
-        return f"# planner Ray CPUs (this machine, {host}): ok: {here.message()}\n"
-    return (f"# planner Ray CPUs (this machine, {host}): too few here: {here.message()}. A run on {host} would "
+    if cpus.ok:
+        return f"# planner Ray CPUs (this machine, {host}): ok: {cpus.message()}\n"
+    return (f"# planner Ray CPUs (this machine, {host}): too few here: {cpus.message()}. A run on {host} would "
             f"not launch (plan.enforce); on another node its CPUs decide: set hardware.cpus to check them\n")
 
 
@@ -102,8 +102,7 @@ def check_fixed(cfg: DictConfig, varied: Collection[str], dry: bool) -> list[Pro
     options set keys of their own, only the missing paths no varied group or root sets are sure."""
     groups = {g for g in varied if "." not in g}
     try:
-        runner = get_runner(str(cfg.runner.name))
-        build_command(cfg, require_paths=getattr(runner, "needs_files", True) and not dry)
+        prepare(cfg, dry=dry, overrides=[])     # a trial's own preparation, less the knobs of its job
     except ConfigError as exc:
         problems = exc.problems
     else:
@@ -119,10 +118,10 @@ def check_fixed(cfg: DictConfig, varied: Collection[str], dry: bool) -> list[Pro
 def run(cfg: DictConfig) -> Any:
     """Entry of sweep.py. Returns the trial's TrialResult to the sweeper (None for a dry run).
 
-    compose -> reporter -> MLflow child run -> preflight -> runner -> finish the run. A single run
-    exits 2 on bad input (nothing tracked) or when the planner refuses it before launch (tracked as
-    `infeasible`), and 1 when the trial did not complete; in a multirun every failure is an outcome
-    returned to the sweeper and tracked like any trial.
+    prepare -> reporter -> MLflow child run -> refuse (planner) | monitor + runner -> finish the run. A
+    single run exits 2 on bad input (nothing tracked) or when the planner refuses it before launch
+    (tracked as `infeasible`), and 1 when the trial did not complete; in a multirun every failure is an
+    outcome returned to the sweeper and tracked like any trial.
     """
     choice = HydraConfig.get().runtime.choices.get("hardware")
     if (warning := hardware_name_warning(cfg, choice)) is not None:
@@ -133,61 +132,54 @@ def run(cfg: DictConfig) -> Any:
     multirun = is_multirun()
     out = output_dir()
     started = time.monotonic()
-
     try:
-        runner = get_runner(str(cfg.runner.name))
-        trial = build_command(cfg, require_paths=getattr(runner, "needs_files", True))
+        prepared = prepare(cfg)
     except ConfigError as exc:
         if not multirun or isinstance(exc, TrackingUnavailable):
             raise
         return _config_error(cfg, exc, out, started)
 
+    runner, backend, metric = prepared.runner, prepared.runner.name, prepared.spec.objective.metric
     reporter = study_link.reporter_for(cfg)
     # where a later sweep finds this trial's files (result.json, processes.json) if this sweep dies
     reporter.record(JOB_DIR_ATTR, str(out.resolve()))
-    tracked = _start_tracking(cfg)
+    tracked = _start_tracking(cfg, prepared.knobs) if prepared.tracking else None
     if tracked is not None:
         reporter.record(RUN_ID_ATTR, tracked.run_id)
-    _write_command(trial, out)
-    result, details, peak, refused, verdict = None, None, None, False, None
+    _write_command(prepared.command, out)
+    _log_plan(prepared.plan)
+    result = refusal(prepared)
+    refused = result is not None
+    details, peak = None, None
     try:
-        verdict = plan.preflight(cfg, local=_runs_here(runner))
-        result = preflight_result(cfg, runner, verdict)
-        refused = result is not None
         if result is None:
-            monitor = _start_monitor(cfg, trial, tracked, runner)
+            monitor = _start_monitor(prepared, tracked)
             try:
-                result = runner.run(cfg, trial, reporter, _trial_env(out, tracked))
+                ran = runner.run(prepared.spec, reporter, _trial_env(out, tracked))
             finally:
                 peak = monitor.stop() if monitor is not None else None
-            details = getattr(runner, "details", None)
+            result, details = ran.result, ran.details
             if peak is not None:
                 result.peak_device_hbm_gb = peak.hbm_gb
     except slurm.TrialKilled as exc:                              # the scheduler's signal; the tree is stopped
-        result = TrialResult(exc.outcome, excerpt=str(exc), backend=str(cfg.runner.name),
-                             duration_s=time.monotonic() - started)
+        result = TrialResult(exc.outcome, excerpt=str(exc), backend=backend, duration_s=time.monotonic() - started)
     except ConfigError as exc:                                    # the runner refused its input
-        result = TrialResult("config_error", excerpt=str(exc), backend=str(cfg.runner.name))
+        result = TrialResult("config_error", excerpt=str(exc), backend=backend)
         if not multirun:
-            _finish(cfg, tracked, result, None, out, reason="config error")
+            _finish(tracked, result, None, out, metric, reason="config error")
             raise
     except BaseException as exc:                                  # a bug or Ctrl-C: the run must still end
-        result = TrialResult("crash", excerpt=f"{type(exc).__name__}: {exc}", backend=str(cfg.runner.name))
-        _finish(cfg, tracked, result, None, out, reason="verlsweep error")
+        result = TrialResult("crash", excerpt=f"{type(exc).__name__}: {exc}", backend=backend)
+        _finish(tracked, result, None, out, metric, reason="verlsweep error")
         raise
     if tracked is not None:
         result.run_id = tracked.run_id
-    if verdict is not None and verdict.memory is not None:   # the report sets predictions next to measurements
-        result.predicted = verdict.memory.metrics()
+    if prepared.plan.memory is not None:          # the report sets predictions next to measurements
+        result.predicted = prepared.plan.memory.metrics()
     _write_result(result, out)
     crashpoint.reached("trial_ended")
-    _finish(cfg, tracked, result, details, out, device_peak=peak)
-    if refused and not multirun:
-        _report(result, out, multirun=True)
-        sys.stderr.write(f"verlsweep: the planner refused the trial before launch (plan.enforce=false launches "
-                         f"it anyway):\n{result.excerpt}\n")
-        raise SystemExit(2)
-    return _report(result, out, multirun, to_log=multirun, tracked=tracked)
+    _finish(tracked, result, details, out, metric, device_peak=peak)
+    return _report(result, out, multirun, to_log=multirun, tracked=tracked, refused=refused)
 
 
 def _write_result(result: TrialResult, out: Path) -> None:
@@ -199,50 +191,51 @@ def _write_result(result: TrialResult, out: Path) -> None:
     tmp.replace(path)
 
 
-def preflight_result(cfg: DictConfig, runner: Any = None, verdict: Any = None) -> TrialResult | None:
+def refusal(prepared: PreparedTrial) -> TrialResult | None:
     """The planner's verdict before launch: predicted infeasible (HBM, or fewer Ray CPUs than verl
     reserves) under `plan.enforce` becomes the trial's outcome `infeasible` (a constraint violation for
     the sweeper), nothing launched."""
-    if verdict is None:
-        verdict = plan.preflight(cfg, local=_runs_here(runner))
-    if verdict.feasible:
+    preflight = prepared.plan.preflight
+    if preflight.feasible:
         return None
-    if not plan.blocks_launch(cfg, verdict):
-        log.warning("planner predicts infeasible (plan.enforce=false, launching anyway): %s", verdict.reason)
+    if not prepared.plan.blocks_launch:
+        log.warning("planner predicts infeasible (plan.enforce=false, launching anyway): %s", preflight.reason)
         return None
-    return TrialResult("infeasible", predicted_peak_gb=verdict.predicted_peak_gb, excerpt=verdict.reason,
-                       backend=str(cfg.runner.name))
+    return TrialResult("infeasible", predicted_peak_gb=preflight.predicted_peak_gb, excerpt=preflight.reason,
+                       backend=prepared.runner.name)
 
 
-def _runs_here(runner: Any) -> bool:
-    """Whether the trial's Ray would start on this machine (runner=estimate launches nothing)."""
-    return runner is None or getattr(runner, "needs_files", True)
+def _log_plan(plan: Plan) -> None:
+    """The planner's verdict in the job's log, as plan.preflight logs it."""
+    if plan.memory is not None:
+        log.info("planner: %s", plan.memory.summary())
+    else:
+        log.info("planner: no prediction (%s)", plan.unplannable)
+    if plan.preflight.cpus is not None:
+        log.info("planner: %s", plan.preflight.cpus.message())
 
 
 # ---- tracking around the runner
 
-def _start_tracking(cfg: DictConfig) -> TrialRun | None:
-    if not cfg.tracking.enabled:
-        return None
+def _start_tracking(cfg: DictConfig, knob_values: Mapping[str, Any]) -> TrialRun:
     job = slurm.job_id(os.environ)       # lets the sweeper end the run of a job Slurm killed
-    return TrialRun.start(cfg, knobs.knobs(cfg, knobs.job_overrides()),
-                          extra_tags={slurm.JOB_ID_TAG: job} if job else None)
+    return TrialRun.start(cfg, knob_values, extra_tags={slurm.JOB_ID_TAG: job} if job else None)
 
 
-def _start_monitor(cfg: DictConfig, trial: Command, tracked: TrialRun | None, runner: Any) -> TrialMonitor | None:
+def _start_monitor(prepared: PreparedTrial, tracked: TrialRun | None) -> TrialMonitor | None:
     """Device and host readings for the trial's run while it runs; first a warning if a device the trial
     may use is already busy (a leftover trial or another job: the trial would OOM for a reason that is
     not its config)."""
-    if not cfg.monitor.enabled or not getattr(runner, "uses_devices", True):
+    m = prepared.monitoring
+    if not m.enabled or not prepared.runner.uses_devices:
         return None
-    reader = devices.reader_for(str(cfg.hardware.device))
-    visible = devices.visible_indices({**os.environ, **trial.env}, cfg.hardware.get("visible_devices_env"))
-    idle_gb = float(cfg.hardware.idle_reserved_gb) + float(cfg.monitor.busy_margin_gb)
-    for line in devices.busy_devices(reader, visible, idle_gb):
+    reader = devices.reader_for(m.device)
+    visible = devices.visible_indices({**os.environ, **prepared.command.env}, m.visible_devices_env)
+    for line in devices.busy_devices(reader, visible, m.busy_gb):
         log.warning("device busy before launch: %s", line)
     if tracked is None:
         return None
-    return TrialMonitor(tracked.run_id, tracked.uri, float(cfg.monitor.interval), reader, visible).start()
+    return TrialMonitor(tracked.run_id, tracked.uri, m.interval, reader, visible).start()
 
 
 def _trial_env(out: Path, tracked: TrialRun | None) -> dict[str, str]:
@@ -260,8 +253,8 @@ def _write_command(trial: Command, out: Path) -> list[Path]:
     return [shown.write(out), sh]
 
 
-def _finish(cfg: DictConfig, tracked: TrialRun | None, result: TrialResult, details: RunDetails | None,
-            out: Path, reason: str | None = None, device_peak: DevicePeak | None = None) -> None:
+def _finish(tracked: TrialRun | None, result: TrialResult, details: RunDetails | None, out: Path,
+            objective_metric: str, reason: str | None = None, device_peak: DevicePeak | None = None) -> None:
     if tracked is None:
         return
     files = [out / COMMAND_JSON, out / COMMAND_SH, *(details.artifacts if details else [])]
@@ -270,24 +263,32 @@ def _finish(cfg: DictConfig, tracked: TrialRun | None, result: TrialResult, deta
         excerpt.write_text(f"# {result.outcome}\n{result.excerpt}\n")
         files.append(excerpt)
     tracked.finish(result, reason=reason or (details.reason if details else result.outcome), artifacts=files,
-                   step_log=details.step_log if details else None, objective_metric=str(cfg.objective.metric),
+                   step_log=details.step_log if details else None, objective_metric=objective_metric,
                    device_peak=device_peak)
 
 
 def _config_error(cfg: DictConfig, exc: ConfigError, out: Path, started: float) -> TrialResult:
-    """A multirun trial the config rules rejected: tracked as outcome config_error, nothing launched."""
+    """A multirun trial the config rules rejected: tracked as outcome config_error, nothing launched.
+    Nothing was prepared, so the few keys it needs are read from the config itself."""
     result = TrialResult("config_error", excerpt=str(exc), backend=str(cfg.runner.name),
                          duration_s=time.monotonic() - started)
     log.error("trial rejected: %s", exc)
-    tracked = _start_tracking(cfg)
+    tracked = _start_tracking(cfg, knobs.knobs(cfg, knobs.job_overrides())) if cfg.tracking.enabled else None
     if tracked is not None:
         result.run_id = tracked.run_id
-    _finish(cfg, tracked, result, None, out, reason="config error")
+    _finish(tracked, result, None, out, str(cfg.objective.metric), reason="config error")
     return result
 
 
 def _report(result: TrialResult, out: Path, multirun: bool, to_log: bool = False,
-            tracked: TrialRun | None = None) -> TrialResult:
+            tracked: TrialRun | None = None, refused: bool = False) -> TrialResult:
+    """The trial's one line. A single run the planner refused ends with exit 2 (as bad input does),
+    one that did not complete with exit 1."""
+    if refused and not multirun:
+        _report(result, out, multirun=True)
+        sys.stderr.write(f"verlsweep: the planner refused the trial before launch (plan.enforce=false launches "
+                         f"it anyway):\n{result.excerpt}\n")
+        raise SystemExit(2)
     line = f"verlsweep: trial {result.outcome}"
     if result.objective is not None:
         line += f", objective {result.objective:.6g}"

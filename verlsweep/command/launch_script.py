@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
@@ -181,12 +181,31 @@ def _default(var: ScriptVar, value: str, cfg: DictConfig | None) -> str:
     return expr if expr is not None else _literal(value)
 
 
+def _script_vars(trial: Command) -> tuple[dict[str, str], list[ScriptVar]]:
+    """The trial's override values by key, and the script variables it sets."""
+    values = dict(split_override(o) for o in trial.overrides)
+    return values, [v for v in SCRIPT_VARS if v.key in values]
+
+
+def script_defaults(trial: Command, cfg: DictConfig | None) -> dict[str, str]:
+    """{verl key: bash default} of each script variable `trial` sets: the composed config's raw value with
+    its env roots unexpanded where it has them (`cfg`; None: the composed values). The one piece of
+    the config the script needs, so a prepared trial (verlsweep.prepare) can keep it and drop the rest."""
+    values, used = _script_vars(trial)
+    return {v.key: _default(v, values[v.key], cfg) for v in used}
+
+
 def render_launch_script(trial: Command, cfg: DictConfig | None, tracking_uri: str | None) -> str:
     """The body of a node script for `trial` (after its header): variables with defaults, the trial's
     environment, the overrides in arrays by section, the command with `"$@"` last. `cfg` is the
     composed config the trial came from (for the unexpanded defaults; None: the composed values)."""
-    values = dict(split_override(o) for o in trial.overrides)
-    used = [v for v in SCRIPT_VARS if v.key in values]
+    return render_script(trial, script_defaults(trial, cfg), tracking_uri)
+
+
+def render_script(trial: Command, defaults: Mapping[str, str], tracking_uri: str | None) -> str:
+    """render_launch_script with the variables' defaults already worked out (script_defaults); a
+    variable without one defaults to the trial's own value."""
+    values, used = _script_vars(trial)
     by_key: dict[str, str] = {}
     for var in used:
         by_key[var.key] = var.name
@@ -194,7 +213,8 @@ def render_launch_script(trial: Command, cfg: DictConfig | None, tracking_uri: s
 
     lines = ["# on the node: set these (or VERLSWEEP_MODEL_ROOT / VERLSWEEP_DATA_ROOT) where they differ;",
              "# arguments to this script are appended as Hydra overrides (the last value of a key wins)"]
-    lines += [f"{v.name}=${{{v.name}:-{_default(v, values[v.key], cfg)}}}" for v in used]
+    shown = {v.key: defaults[v.key] if v.key in defaults else _literal(values[v.key]) for v in used}
+    lines += [f"{v.name}=${{{v.name}:-{shown[v.key]}}}" for v in used]
     if tracking_uri:
         lines.append(f"export {TRACKING_VAR}=${{{TRACKING_VAR}:-{_literal(tracking_uri)}}}")
     lines += ["", *export_lines(trial.env), ""]

@@ -6,7 +6,8 @@ to $VERL_FILE_LOGGER_PATH in verl's file-logger format and reported to the sweep
 objective aggregated the same way (verlsweep.trial.metrics), and the outcome a real run would end in:
 `completed`, `oom` when the planner predicts a constraint does not fit (with the error text that
 constraint produces in verl/vLLM), `infeasible` when plan.enforce would have stopped it before launch,
-`pruned` when the sweeper says so.
+`pruned` when the sweeper says so. The prediction is the prepared trial's (RunSpec.plan): the planner
+ran once, before launch (verlsweep.prepare), and is not asked again here.
 """
 from __future__ import annotations
 
@@ -17,15 +18,12 @@ import time
 from pathlib import Path
 from typing import Mapping
 
-from omegaconf import DictConfig
-
 from verlsweep.trial import metrics
-from verlsweep.command.compose import Command
 from verlsweep.common.errors import ConfigError, Problem
-from verlsweep.plan import NotPlannable, Verdict, blocks_launch, plan_cfg
+from verlsweep.plan import Verdict
 from verlsweep.common.names import FILE_LOGGER_ENV, METRICS_FILE, MLFLOW_RUN_ID_ENV, PEAK_MEMORY_METRIC, TRIAL_DIR_ENV
 from verlsweep.common.result import PLAN_CHECK_PHASES, StepReporter, TrialResult
-from verlsweep.trial.runners.base import RunDetails
+from verlsweep.trial.runners.base import Hardware, Objective, RunDetails, RunOutput, RunSpec
 
 PLAN_FILE = "plan.json"
 
@@ -40,54 +38,52 @@ STEP_METRICS = (
 
 class EstimateRunner:
     name = "estimate"
-    uses_devices = False         # task.py: nothing runs on a device, so no device monitor
-    needs_files = False          # task.py: model/data paths need not exist (build_command require_paths)
+    uses_devices = False         # nothing runs on a device, so no device monitor
+    needs_files = False          # model/data paths need not exist (build_command require_paths), and no
+                                 # Ray starts here, so this machine's CPUs are not checked
 
-    def __init__(self) -> None:
-        self.details: RunDetails | None = None
-
-    def run(self, cfg: DictConfig, trial: Command, reporter: StepReporter, env: Mapping[str, str]) -> TrialResult:
+    def run(self, spec: RunSpec, reporter: StepReporter, env: Mapping[str, str]) -> RunOutput:
         started = time.monotonic()
-        objective = cfg.get("objective") or {}
-        metric = str(objective.get("metric", "perf/throughput"))
-        extra = [str(m) for m in (objective.get("extra") or [])]
-        unknown = [m for m in (metric, *extra) if m not in STEP_METRICS]
+        objective = spec.objective
+        unknown = [m for m in (objective.metric, *objective.extra) if m not in STEP_METRICS]
         if unknown:
-            raise ConfigError([Problem("objective.metric" if metric in unknown else "objective.extra", unknown,
-                                       f"metrics runner=estimate predicts: {', '.join(STEP_METRICS)}")])
-        try:
-            verdict = plan_cfg(cfg)
-        except NotPlannable as exc:
-            raise ConfigError([Problem("runner.name", "estimate", f"a config the planner models ({exc})")]) from exc
+            raise ConfigError([Problem("objective.metric" if objective.metric in unknown else "objective.extra",
+                                       unknown, f"metrics runner=estimate predicts: {', '.join(STEP_METRICS)}")])
+        verdict = spec.plan.memory
+        if verdict is None:
+            raise ConfigError([Problem("runner.name", "estimate",
+                                       f"a config the planner models ({spec.plan.unplannable})")])
 
         trial_dir = Path(env.get(TRIAL_DIR_ENV) or ".")
         artifacts = [self._write_plan(trial_dir, verdict)]
         step_log = metrics.StepLog()
 
-        if blocks_launch(cfg, verdict):
+        if spec.plan.enforce and not verdict.feasible:
             # never ran: nothing measured; the prediction is kept apart from measurements
-            return self._done(cfg, TrialResult("infeasible", excerpt=verdict.reason, backend=self.name,
-                                               predicted_peak_gb=verdict.predicted_peak_gb), started,
+            return self._done(TrialResult("infeasible", excerpt=verdict.reason, backend=self.name,
+                                          predicted_peak_gb=verdict.predicted_peak_gb), started,
                               f"predicted infeasible ({verdict.binding})", step_log, artifacts, env)
 
-        runner = cfg.runner
-        rng = random.Random(int(runner.get("seed", 0)) * 1_000_003 + int(cfg.trial.get("number") or 0))
-        steps = int(cfg.trial.steps)
+        options = spec.options
+        rng = random.Random(int(options.get("seed") or 0) * 1_000_003 + int(spec.trial_number or 0))
+        steps = spec.steps
         # a real run stops at the binding constraint: before step 1, or when vLLM wakes for step 2
         completes = steps if verdict.feasible else (1 if verdict.binding == "rollout" else 0)
         logger = Path(env[FILE_LOGGER_ENV]) if env.get(FILE_LOGGER_ENV) else trial_dir / METRICS_FILE
         logger.parent.mkdir(parents=True, exist_ok=True)
         outcome, reason = "completed", f"estimated {steps} step(s)"
+        noise = float(options.get("noise", 0.0))
+        slowdown = float(options.get("first_step_slowdown", 1.0))
+        step_seconds = float(options.get("step_seconds", 0.0))
         with logger.open("a") as out:
             for step in range(1, completes + 1):
-                data = step_metrics(verdict, step, rng, float(runner.get("noise", 0.0)),
-                                    float(runner.get("first_step_slowdown", 1.0)))
+                data = step_metrics(verdict, step, rng, noise, slowdown)
                 out.write(json.dumps({"step": step, "data": data}) + "\n")
                 out.flush()
                 step_log.add(step, data, "file")
-                if float(runner.get("step_seconds", 0.0)) > 0:
-                    time.sleep(float(runner.step_seconds))
-                if reporter.report(step, data[metric]):
+                if step_seconds > 0:
+                    time.sleep(step_seconds)
+                if reporter.report(step, data[objective.metric]):
                     outcome, reason = "pruned", f"pruned by the sweeper after step {step}"
                     break
         artifacts.append(logger)
@@ -96,25 +92,22 @@ class EstimateRunner:
         if not verdict.feasible and outcome != "pruned":
             outcome, reason = "oom", f"predicted {verdict.binding} does not fit"
             phase = PLAN_CHECK_PHASES.get(verdict.binding)
-            excerpt = f"{verdict.reason}\n(predicted) {failure_text(verdict, cfg)}"
+            excerpt = f"{verdict.reason}\n(predicted) {failure_text(verdict, spec)}"
         result = TrialResult(
             outcome=outcome,
-            objective=metrics.objective(step_log, metric, str(objective.get("aggregate", "mean")),
-                                        int(objective.get("warmup_steps", 1))),
+            objective=_aggregate(step_log, objective, objective.metric),
             peak_memory_gb=step_log.peak_memory_gb(),     # None when no step ran, as in a real run
-            metrics={m: v for m in extra if (v := metrics.objective(
-                step_log, m, str(objective.get("aggregate", "mean")), int(objective.get("warmup_steps", 1))))
-                is not None},
+            metrics={m: v for m in objective.extra if (v := _aggregate(step_log, objective, m)) is not None},
             steps=len(step_log), excerpt=excerpt, backend=self.name, failure_phase=phase,
         )
-        return self._done(cfg, result, started, reason, step_log, artifacts, env)
+        return self._done(result, started, reason, step_log, artifacts, env)
 
-    def _done(self, cfg: DictConfig, result: TrialResult, started: float, reason: str,
-              step_log: metrics.StepLog, artifacts: list[Path], env: Mapping[str, str]) -> TrialResult:
+    @staticmethod
+    def _done(result: TrialResult, started: float, reason: str, step_log: metrics.StepLog,
+              artifacts: list[Path], env: Mapping[str, str]) -> RunOutput:
         result.run_id = env.get(MLFLOW_RUN_ID_ENV)
         result.duration_s = time.monotonic() - started
-        self.details = RunDetails(reason=reason, step_log=step_log, artifacts=artifacts)
-        return result
+        return RunOutput(result, RunDetails(reason=reason, step_log=step_log, artifacts=artifacts))
 
     @staticmethod
     def _write_plan(trial_dir: Path, verdict: Verdict) -> Path:
@@ -122,6 +115,10 @@ class EstimateRunner:
         path = trial_dir / PLAN_FILE
         path.write_text(json.dumps(verdict.to_dict(), indent=2, default=float) + "\n")
         return path
+
+
+def _aggregate(step_log: metrics.StepLog, objective: Objective, metric: str) -> float | None:
+    return metrics.objective(step_log, metric, objective.aggregate, objective.warmup_steps)
 
 
 def step_metrics(verdict: Verdict, step: int, rng: random.Random, noise: float, first_step_slowdown: float) -> dict[str, float]:
@@ -148,13 +145,15 @@ def step_metrics(verdict: Verdict, step: int, rng: random.Random, noise: float, 
     }
 
 
-def failure_text(verdict: Verdict, cfg: DictConfig) -> str:
+def failure_text(verdict: Verdict, spec: RunSpec) -> str:
     """The error a real run would print at the binding constraint (docs/ascend.md, Error signatures;
     the texts and their sources are the rows of verlsweep.trial.patterns)."""
     check = verdict.checks[verdict.binding]
-    total = float(cfg.hardware.hbm_usable_gb)
+    hardware: Hardware = spec.hardware
+    # the planner has read hbm_usable_gb to predict at all; its capacity is the fallback
+    total = hardware.hbm_usable_gb if hardware.hbm_usable_gb is not None else verdict.capacity_gb
     if verdict.binding == "vllm_start":
-        util = float(cfg.verl.actor_rollout_ref.rollout.gpu_memory_utilization)
+        util = float(spec.verl["actor_rollout_ref.rollout.gpu_memory_utilization"])
         free = check.limit - (check.need - util * total)
         return (f"ValueError: Free memory on device ({free:.2f}/{total:.2f} GiB) on startup is less than desired "
                 f"GPU memory utilization ({util}, {util * total:.2f} GiB). Decrease GPU memory utilization or "
@@ -167,7 +166,7 @@ def failure_text(verdict: Verdict, cfg: DictConfig) -> str:
         return (f"ray.exceptions.OutOfMemoryError: 1 worker(s) were killed due to the node running low on memory. "
                 f"Memory on the node (IP: 127.0.0.1, ID: 0) was {used:.2f}GB used / {limit:.2f}GB limit "
                 f"({used / max(limit, 1e-9):.3f})")
-    device = "NPU" if cfg.hardware.device == "npu" else "CUDA"
+    device = "NPU" if hardware.device == "npu" else "CUDA"
     short = check.need - check.limit
     return (f"torch.OutOfMemoryError: {device} out of memory. Tried to allocate {max(short, 0.01):.2f} GiB "
             f"({device} 0; {total:.2f} GiB total capacity; {max(check.limit - 1.0, 0):.2f} GiB already allocated)")

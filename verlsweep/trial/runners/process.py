@@ -2,7 +2,8 @@
 
 Subclasses say what to launch (`command`); this module launches it in the trial dir, feeds every
 step to the sweeper as it arrives, enforces runner.{startup_timeout, stall_timeout, timeout},
-stops the whole process tree, and turns exit status + log into a TrialResult.
+stops the whole process tree, and turns exit status + log into a TrialResult. Everything it reads of
+the trial comes typed in the RunSpec (verlsweep/trial/runners/base.py).
 """
 from __future__ import annotations
 
@@ -11,11 +12,8 @@ import queue
 import socket
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
-
-from omegaconf import DictConfig
 
 from verlsweep.common import crashpoint
 from verlsweep.trial import classify, metrics, orphans
@@ -25,36 +23,11 @@ from verlsweep.common.names import (EXCERPT_FILE, FILE_LOGGER_ENV, LOG_FILE, MET
                                      TAIL_FILE, TRIAL_DIR_ENV)
 from verlsweep.common.result import StepReporter, TrialResult
 from verlsweep.trial.ray_watch import RayWatch
-from verlsweep.trial.runners.base import RunDetails
+from verlsweep.trial.runners.base import Hardware, Limits, RunDetails, RunOutput, RunSpec
 from verlsweep.trial import ray_cluster
 from verlsweep.trial.supervise import Supervised, ray_isolation, remove_tree, runtime_env_overrides
 
 IDENTITY_EVERY_S = 5.0           # how often the record follows new processes (Ray starts workers late)
-
-
-@dataclass(frozen=True)
-class Limits:
-    """runner.* supervision settings; a value <= 0 or null disables that limit."""
-
-    startup_timeout: float | None
-    stall_timeout: float | None
-    timeout: float | None
-    grace_period: float
-    poll_interval: float
-
-
-def _limit(value: object) -> float | None:
-    return None if value is None or float(value) <= 0 else float(value)
-
-
-def limits(runner: DictConfig) -> Limits:
-    return Limits(
-        startup_timeout=_limit(runner.get("startup_timeout")),
-        stall_timeout=_limit(runner.get("stall_timeout")),
-        timeout=_limit(runner.get("timeout")),
-        grace_period=float(runner.get("grace_period", 30)),
-        poll_interval=float(runner.get("poll_interval", 0.1)),
-    )
 
 
 def resolve_entrypoint(argv: list[str], entrypoint_len: int) -> list[str]:
@@ -74,10 +47,10 @@ class StepWatch:
     """What the supervisor learns while the trial runs: steps from verl's file logger and console
     lines (one StepLog), the classifier's scan of every line, and when the last progress was made."""
 
-    def __init__(self, cfg: DictConfig, metrics_path: Path, reporter: StepReporter) -> None:
-        self.metric_name = str(cfg.objective.metric)
+    def __init__(self, spec: RunSpec, metrics_path: Path, reporter: StepReporter) -> None:
+        self.metric_name = spec.objective.metric
         self.reporter = reporter
-        self.scanner = classify.LogScanner(tail_lines=int(cfg.tracking.get("log_tail_lines", 200)))
+        self.scanner = classify.LogScanner(tail_lines=spec.log_tail_lines)
         self.step_log = metrics.StepLog()
         self._jsonl = metrics.JsonlTail(metrics_path)
         self._console: queue.SimpleQueue[tuple[int, dict[str, float]]] = queue.SimpleQueue()
@@ -148,18 +121,18 @@ class StepWatch:
         return None, None
 
 
-def process_env(cfg: DictConfig, trial: Command, own_env: Mapping[str, str], env: Mapping[str, str],
+def process_env(spec: RunSpec, own_env: Mapping[str, str], env: Mapping[str, str],
                 trial_dir: Path) -> tuple[dict[str, str], Path | None]:
     """The trial process's environment (ours, the trial's, the runner's, the tracker's, in that order of
     precedence) and its private Ray temp dir, removed after the trial."""
     proc_env = dict(os.environ)
     proc_env.pop(MLFLOW_RUN_ID_ENV, None)        # only ever the trial's own run
-    proc_env.update(trial.env)
+    proc_env.update(spec.command.env)
     proc_env.update(own_env)
     proc_env.update(env)
     proc_env.setdefault(FILE_LOGGER_ENV, str(trial_dir / METRICS_FILE))
     proc_env["PYTHONUNBUFFERED"] = "1"           # step lines must stream, not arrive at exit
-    ray_tmp = ray_isolation(proc_env, cfg.runner.get("ray_address"))
+    ray_tmp = ray_isolation(proc_env, spec.options.get("ray_address"))
     return proc_env, ray_tmp
 
 
@@ -172,16 +145,16 @@ def actor_env_args(trial: Command, env: Mapping[str, str], argv: list[str], tria
     return runtime_env_overrides(actor_env, argv)
 
 
-def multi_node_cluster(cfg: DictConfig, proc_env: dict[str, str], trial_dir: Path) -> ray_cluster.RayCluster | None:
+def multi_node_cluster(hardware: Hardware, ray_address: str | None, proc_env: dict[str, str],
+                       trial_dir: Path) -> ray_cluster.RayCluster | None:
     """The Ray cluster over the allocation for a multi-node trial inside Slurm; None keeps the private
     local Ray of a single-node trial."""
-    nnodes = int(cfg.hardware.get("nnodes") or 1)
-    if not ray_cluster.wanted(nnodes, proc_env, cfg.runner.get("ray_address")):
+    if not ray_cluster.wanted(hardware.nnodes, proc_env, ray_address):
         return None
-    hosts = ray_cluster.allocation_hosts(proc_env)[:nnodes]
+    hosts = ray_cluster.allocation_hosts(proc_env)[:hardware.nnodes]
     cpus = proc_env.get("SLURM_CPUS_PER_TASK")
-    spec = ray_cluster.ClusterSpec(hosts=hosts, devices_per_node=int(cfg.hardware.devices_per_node),
-                                   resource="GPU" if str(cfg.hardware.device) == "cuda" else "NPU",
+    spec = ray_cluster.ClusterSpec(hosts=hosts, devices_per_node=hardware.devices_per_node,
+                                   resource="GPU" if hardware.device == "cuda" else "NPU",
                                    cpus_per_node=int(cpus) if cpus else None)
     return ray_cluster.RayCluster(spec, proc_env, trial_dir)
 
@@ -223,53 +196,51 @@ class ProcessRunner:
     """Base of `verl` and `script`: subclasses implement `command`."""
 
     name = "process"
+    needs_files = True           # verl reads the model and data: their paths must exist
+    uses_devices = True          # the trial runs on this machine's devices: the monitor watches them
 
-    def __init__(self) -> None:
-        self.details: RunDetails | None = None
-
-    def command(self, cfg: DictConfig, trial: Command) -> tuple[list[str], dict[str, str]]:
+    def command(self, spec: RunSpec) -> tuple[list[str], dict[str, str]]:
         """The argv to launch and the env it adds (on top of the trial's)."""
         raise NotImplementedError
 
-    def run(self, cfg: DictConfig, trial: Command, reporter: StepReporter,
-            env: Mapping[str, str]) -> TrialResult:
+    def run(self, spec: RunSpec, reporter: StepReporter, env: Mapping[str, str]) -> RunOutput:
         trial_dir = Path(env.get(TRIAL_DIR_ENV) or os.getcwd()).resolve()
         trial_dir.mkdir(parents=True, exist_ok=True)
-        argv, own_env = self.command(cfg, trial)
-        proc_env, ray_tmp = process_env(cfg, trial, own_env, env, trial_dir)
-        cluster = multi_node_cluster(cfg, proc_env, trial_dir)
-        if cfg.runner.get("ray_address") or cluster is not None:
-            argv = [*argv, *actor_env_args(trial, env, argv, trial_dir)]
-        watch = StepWatch(cfg, Path(proc_env[FILE_LOGGER_ENV]), reporter)
+        argv, own_env = self.command(spec)
+        proc_env, ray_tmp = process_env(spec, own_env, env, trial_dir)
+        ray_address = spec.options.get("ray_address")
+        cluster = multi_node_cluster(spec.hardware, ray_address, proc_env, trial_dir)
+        if ray_address or cluster is not None:
+            argv = [*argv, *actor_env_args(spec.command, env, argv, trial_dir)]
+        watch = StepWatch(spec, Path(proc_env[FILE_LOGGER_ENV]), reporter)
         try:
             if cluster is not None:
-                proc_env["RAY_ADDRESS"] = cluster.start(timeout=limits(cfg.runner).startup_timeout or 600.0)
+                proc_env["RAY_ADDRESS"] = cluster.start(timeout=spec.limits.startup_timeout or 600.0)
             # the cluster's head uses the private Ray temp dir too: removed after the cluster is down
-            stopped, detail, leftovers, returncode = self._supervise(cfg, argv, proc_env, trial_dir,
+            stopped, detail, leftovers, returncode = self._supervise(spec, argv, proc_env, trial_dir,
                                                                      None if cluster else ray_tmp, watch)
         finally:
             if cluster is not None:
-                cluster.stop(limits(cfg.runner).grace_period)
+                cluster.stop(spec.limits.grace_period)
                 remove_tree(ray_tmp)
         watch.drain()   # steps written while the process was exiting still count
 
         diagnosis = classify.classify(returncode, watch.scanner, steps=watch.step_log.training_steps(),
                                     stopped=stopped, detail=detail)
-        result = self._result(cfg, watch, diagnosis, env)
+        result = self._result(spec, watch, diagnosis, env)
         reason = diagnosis.reason
         if leftovers and not stopped:
             reason += f"; stopped {len(leftovers)} leftover process(es) of the trial"
         files = self._write_files(trial_dir, watch.scanner, diagnosis)
-        self.details = RunDetails(reason=reason, step_log=watch.step_log, artifacts=files)
-        return result
+        return RunOutput(result, RunDetails(reason=reason, step_log=watch.step_log, artifacts=files))
 
-    def _supervise(self, cfg: DictConfig, argv: list[str], proc_env: dict[str, str], trial_dir: Path,
+    def _supervise(self, spec: RunSpec, argv: list[str], proc_env: dict[str, str], trial_dir: Path,
                    ray_tmp: Path | None, watch: StepWatch) -> tuple[str | None, str | None, list[int], int | None]:
         """Launch, watch until exit / prune / a limit, stop the whole tree. Returns (stopped, detail,
         leftover pids, exit status)."""
-        lim = limits(cfg.runner)
-        title = f"trial {cfg.trial.number}" if cfg.trial.number is not None else "trial"
-        live = LiveTail(title, int(cfg.runner.get("live_tail", 10)))
+        lim = spec.limits
+        title = f"trial {spec.trial_number}" if spec.trial_number is not None else "trial"
+        live = LiveTail(title, int(spec.options.get("live_tail", 10)))
         stopped: str | None = None
         detail: str | None = None
 
@@ -277,7 +248,8 @@ class ProcessRunner:
             clean = metrics.strip_ansi(line)
             live.line(clean, important=watch.on_line(clean))
 
-        with live, RayWatch.for_trial(cfg.runner, ray_tmp, proc_env) as ray_watch:
+        # RayWatch reads runner.schedule_timeout / schedule_poll / ray_address from the options
+        with live, RayWatch.for_trial(spec.options, ray_tmp, proc_env) as ray_watch:
             sup = Supervised(argv, proc_env, trial_dir, trial_dir / LOG_FILE, on_line)
             recorder = IdentityRecorder(sup, ray_tmp, trial_dir, watch.reporter)
             try:
@@ -304,19 +276,19 @@ class ProcessRunner:
                 remove_tree(ray_tmp)
         return stopped, detail, leftovers, sup.proc.returncode
 
-    def _result(self, cfg: DictConfig, watch: StepWatch, diagnosis: classify.Diagnosis,
+    def _result(self, spec: RunSpec, watch: StepWatch, diagnosis: classify.Diagnosis,
                 env: Mapping[str, str]) -> TrialResult:
-        obj = cfg.objective
+        obj = spec.objective
         step_log = watch.step_log
 
         def aggregate(metric: str) -> float | None:
-            return metrics.objective(step_log, metric, str(obj.aggregate), int(obj.warmup_steps))
+            return metrics.objective(step_log, metric, obj.aggregate, obj.warmup_steps)
 
         return TrialResult(
             outcome=diagnosis.outcome,
-            objective=aggregate(str(obj.metric)),
+            objective=aggregate(obj.metric),
             peak_memory_gb=step_log.peak_memory_gb(),
-            metrics={m: v for m in (obj.get("extra") or []) if (v := aggregate(str(m))) is not None},
+            metrics={m: v for m in obj.extra if (v := aggregate(m)) is not None},
             steps=step_log.training_steps(),
             excerpt=diagnosis.excerpt,
             failure_phase=diagnosis.phase,

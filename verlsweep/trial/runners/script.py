@@ -9,12 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
-
-from verlsweep.command import knobs
 from verlsweep.command.compose import Command
 from verlsweep.common.errors import ConfigError, Problem
-from verlsweep.command.overrides import flatten, format_value
+from verlsweep.command.overrides import format_value
+from verlsweep.trial.runners.base import RunSpec
 from verlsweep.trial.runners.process import ProcessRunner, resolve_entrypoint
 
 FORWARD_MODES = ("overrides", "all")
@@ -23,8 +21,8 @@ FORWARD_MODES = ("overrides", "all")
 class ScriptRunner(ProcessRunner):
     name = "script"
 
-    def command(self, cfg: DictConfig, trial: Command) -> tuple[list[str], dict[str, str]]:
-        runner = cfg.runner
+    def command(self, spec: RunSpec) -> tuple[list[str], dict[str, str]]:
+        runner = spec.options
         script = runner.get("script")
         if not script or not Path(str(script)).is_file():
             raise ConfigError([Problem("runner.script", script, "path of an existing recipe script "
@@ -33,19 +31,18 @@ class ScriptRunner(ProcessRunner):
         if mode not in FORWARD_MODES:
             raise ConfigError([Problem("runner.forward", mode, f"one of {', '.join(FORWARD_MODES)}")])
 
-        env_map = {str(k): str(v) for k, v in OmegaConf.to_container(runner.env_map, resolve=True).items()}
-        composed = flatten(cfg.verl)
+        env_map = {str(k): str(v) for k, v in (runner.get("env_map") or {}).items()}
+        composed = spec.verl
         env = {var: format_env(composed[key]) for var, key in env_map.items() if key in composed}
 
         mapped = set(env_map.values())
         if mode == "all":
             keys = list(composed)
         else:
-            keys = list(knobs.knobs(cfg, knobs.job_overrides(), prefixes=("verl.",)))
-            keys += [str(k) for k in runner.get("always") or []]
-        forwarded = _overrides_by_key(trial)
+            keys = [*spec.knobs, *(str(k) for k in runner.get("always") or [])]
+        forwarded = _overrides_by_key(spec.command)
         args = [forwarded[k] for k in dict.fromkeys(keys) if k not in mapped and k in forwarded]
-        entry = [str(a) for a in OmegaConf.to_container(runner.entrypoint, resolve=True)]
+        entry = [str(a) for a in runner.get("entrypoint") or []]
         argv = resolve_entrypoint([*entry, str(Path(str(script)).resolve())], len(entry))
         return [*argv, *args], env
 
