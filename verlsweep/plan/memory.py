@@ -28,10 +28,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from verlsweep.plan.calibration import Constants
 from verlsweep.common.names import GIB
-from verlsweep.plan.inputs import PlanInputs, Role
+from verlsweep.plan.calibration import Constants
 from verlsweep.plan.lengths import Lengths, worst_lengths
+from verlsweep.plan.trial_spec import PlanInputs, Role
 
 # Phases in the order a step meets them; the first that does not fit is what stops a real run.
 ORDER = ("host_memory", "vllm_start", "kv_cache", "log_prob", "ref", "values", "critic_update",
