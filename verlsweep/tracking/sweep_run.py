@@ -10,9 +10,8 @@ from typing import Any, Iterable, Mapping
 
 from omegaconf import DictConfig
 
-from verlsweep.tracking.mlflow_runs import (ROLE_TAG, artifact_location, client_for, ensure_experiment,
-                                            experiment_name, group_tags, log_params, param_value, plain,
-                                            tracking_uri)
+from verlsweep.tracking.mlflow_runs import ROLE_TAG, group_tags, log_params, param_value, plain
+from verlsweep.tracking.store import artifact_location, client_for, ensure_experiment, experiment_name, tracking_uri
 
 SWEEP_INDEX_TAG = "sweep.index"
 
