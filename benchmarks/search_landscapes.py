@@ -22,13 +22,10 @@ from omegaconf import OmegaConf  # noqa: E402
 from hydra_plugins.verlsweep_sweeper import _guide, _space  # noqa: E402
 from verlsweep.common.distributions import discrete_values  # noqa: E402
 from verlsweep.common.result import PLAN_CHECK_PHASES  # noqa: E402
+from verlsweep.infer.rules import KNOBS, OFFLOADS, TP, UTIL  # noqa: E402
 from verlsweep.plan.calibration import THROUGHPUT_CONSTANTS  # noqa: E402
 
-UTIL = "verl.actor_rollout_ref.rollout.gpu_memory_utilization"
-TP = "verl.actor_rollout_ref.rollout.tensor_model_parallel_size"
-P_OFF = "verl.actor_rollout_ref.actor.fsdp_config.param_offload"
-O_OFF = "verl.actor_rollout_ref.actor.fsdp_config.optimizer_offload"
-R_OFF = "verl.actor_rollout_ref.ref.fsdp_config.param_offload"
+P_OFF, O_OFF, R_OFF = OFFLOADS          # actor params, actor optimizer, ref params
 SPACE_LINES = [f"{UTIL}=range(0.30,1.0,0.05)", f"{TP}=choice(1,2,4,8)", f"{P_OFF}=choice(true,false)",
                f"{O_OFF}=choice(true,false)", f"{R_OFF}=choice(true,false)"]
 RECIPE = {UTIL: 0.6, TP: 2, P_OFF: True, O_OFF: True, R_OFF: True}      # docs/ascend.md, Seed recipe
@@ -161,7 +158,7 @@ def space() -> _space.SearchSpace:
 
 
 def key(params: dict) -> tuple:
-    return tuple(params[n] for n in (UTIL, TP, P_OFF, O_OFF, R_OFF))
+    return tuple(params[n] for n in KNOBS)
 
 
 def all_configs(sp: _space.SearchSpace) -> list[dict]:
