@@ -15,7 +15,8 @@ def test_override_keys_drop_the_prefix_signs_deletions_and_repeats():
 def test_knobs_are_the_overridden_verl_and_env_keys_with_their_composed_values():
     cfg = OmegaConf.create({"verl": {"x": {"util": 0.6, "lst": [1, 2]}, "tp": "${verl.x.util}"},
                             "env": {"HCCL_BUFFSIZE": 400}, "hardware": {"name": "a2"}})
-    got = knobs(cfg, ["verl.x.util=0.6", "verl.tp=0.6", "env.HCCL_BUFFSIZE=400", "hardware.name=a2", "verl.x.lst=[1,2]"])
+    got = knobs(cfg, ["verl.x.util=0.6", "verl.tp=0.6", "env.HCCL_BUFFSIZE=400", "hardware.name=a2",
+                      "verl.x.lst=[1,2]"])
     assert got == {"x.util": 0.6, "tp": 0.6, "env.HCCL_BUFFSIZE": 400, "x.lst": [1, 2]}
 
 

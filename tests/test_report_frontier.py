@@ -83,7 +83,8 @@ def test_with_nothing_fitting_a_small_kv_cache_bounds_the_band_from_below():
 
 
 @pytest.mark.parametrize("region, text", [
-    (Region("fail", 0.8, 0.95, [(4, "OOM at vLLM start")]), "fails at util >= 0.8: proven by trial 4, OOM at vLLM start"),
+    (Region("fail", 0.8, 0.95, [(4, "OOM at vLLM start")]),
+     "fails at util >= 0.8: proven by trial 4, OOM at vLLM start"),
     (Region("fit", 0.3, 0.6, [(2, "completed")]), "fits at util <= 0.6: proven by trial 2, completed"),
     (Region("fit", 0.5, 0.6, [(1, "completed"), (2, "completed")]),
      "fits at util 0.5-0.6: proven by trials 1, 2, completed"),

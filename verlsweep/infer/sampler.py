@@ -51,7 +51,8 @@ class BoundarySampler(optuna.samplers.BaseSampler):
         if set(search_space) != set(KNOBS) or not all(discrete_values(search_space[k]) for k in KNOBS):
             return self._inner.sample_relative(study, trial, search_space)
         trials = study.get_trials(deepcopy=False)
-        configs = [dict(zip(KNOBS, combo)) for combo in itertools.product(*(discrete_values(search_space[k]) for k in KNOBS))]
+        values = (discrete_values(search_space[k]) for k in KNOBS)
+        configs = [dict(zip(KNOBS, combo)) for combo in itertools.product(*values)]
         obs = evidence(trials)
         tried = {_key(t.params) for t in trials if all(k in t.params for k in KNOBS) and t.number != trial.number}
         verdicts = infer(obs, configs)

@@ -98,6 +98,13 @@ def redact_env(env: Mapping[str, str]) -> dict[str, str]:
     return {k: (REDACTED if SECRET_NAME.search(k) else v) for k, v in env.items()}
 
 
+def filter_literal(value: Any) -> str:
+    """A string literal for MLflow's search filter. Its grammar has no escapes (a backslash is kept
+    as it is), so the value goes in the quotes it does not contain: single, else double."""
+    text = str(value)
+    return f'"{text}"' if "'" in text else f"'{text}'"
+
+
 def sanitize_metric_key(key: str) -> str:
     return _INVALID_METRIC_CHARS.sub("_", re.sub(r"/+", "/", key.replace("@", "_at_")))
 
@@ -255,7 +262,8 @@ def record_slurm_job(uri: str, job_id: str, state: str, outcome: str | None) -> 
     try:
         client = client_for(uri)
         exps = [e.experiment_id for e in client.search_experiments()]
-        runs = client.search_runs(exps, filter_string=f"tags.`{JOB_ID_TAG}` = '{job_id}'", max_results=1) if exps else []
+        found = f"tags.`{JOB_ID_TAG}` = {filter_literal(job_id)}"
+        runs = client.search_runs(exps, filter_string=found, max_results=1) if exps else []
         if not runs:
             return None
         run_id = runs[0].info.run_id
