@@ -9,6 +9,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
+from verlsweep.common.distributions import discrete_values
 from verlsweep.study import space as _space
 from verlsweep.study.space import SearchSpaceError
 from verlsweep import CONF_DIR
@@ -39,7 +40,7 @@ def test_float_range_keeps_hydras_exclusive_stop_and_rounds_to_the_step():
     dist = space.distributions[UTIL]
     assert isinstance(dist, FloatDistribution)
     assert (dist.low, dist.high, dist.step) == (0.3, 0.95, 0.05)
-    assert _space.discrete_values(dist, space.decimals[UTIL])[:3] == [0.3, 0.35, 0.4]
+    assert discrete_values(dist, space.decimals[UTIL])[:3] == [0.3, 0.35, 0.4]
     assert space.value(UTIL, 0.7000000000000001) == 0.7
     assert space.overrides({UTIL: 0.8500000000000001}) == [f"{UTIL}=0.85"]
 

@@ -52,8 +52,12 @@ def format_value(value: Any) -> str:
 
 
 def quoted(value: str) -> str:
-    """A string as a quoted Hydra value: it is read back as that string, never as a number or bool."""
-    escaped = value.replace("\\", "\\\\").replace("'", "\\'")
+    """A string as a quoted Hydra value: it is read back as that string, never as a number or bool.
+
+    In a quoted value Hydra takes a backslash literally unless it precedes a quote or ends the value
+    (hydra/grammar/OverrideLexer.g4, "Escaped characters in quoted values"): only those runs are doubled.
+    """
+    escaped = re.sub(r"(\\+)(?='|$)", lambda m: m.group(1) * 2, value).replace("'", "\\'")
     return f"'{escaped}'"
 
 

@@ -1,4 +1,5 @@
-"""Whether a process is alive: one answer for sweep sessions, the orphan stop and trial supervision.
+"""Whether a process is alive: one answer for sweep sessions, the orphan stop and trial supervision;
+and which processes are this user's (`own_processes`), where both look for a trial's strays.
 
 A zombie is dead here. A process that was killed stays a zombie until its parent waits for it; when
 the parent died first, the process is re-parented to init, and the init of many containers (this
@@ -11,6 +12,9 @@ time psutil read when the object was made, and `same_start` compares a start tim
 (a session's or a trial's record in the study storage).
 """
 from __future__ import annotations
+
+import os
+from typing import Container, Iterator
 
 import psutil
 
@@ -40,3 +44,15 @@ def pid_alive(pid: int, create_time: float | None = None) -> bool:
     except psutil.Error:
         return False
     return is_alive(proc) and (create_time is None or same_start(proc, create_time))
+
+
+def own_processes(skip: Container[int] = ()) -> Iterator[psutil.Process]:
+    """This user's processes (by real uid), other than this process and the pids in `skip` (read as the
+    iteration goes: a dict being filled from the loop skips what it gathered)."""
+    me, uid = os.getpid(), os.getuid()
+    for proc in psutil.process_iter(["uids"]):
+        if proc.pid == me or proc.pid in skip:
+            continue
+        uids = proc.info.get("uids")
+        if uids is not None and uids.real == uid:
+            yield proc

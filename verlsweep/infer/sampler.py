@@ -15,22 +15,12 @@ import itertools
 from typing import Any, Callable, Mapping, Sequence
 
 import optuna
-from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
+from optuna.distributions import BaseDistribution
 from optuna.trial import FrozenTrial, TrialState
 
+from verlsweep.common.distributions import discrete_values
 from verlsweep.infer.evidence import OUTCOME_ATTR, PHASE_ATTR, evidence, observed  # noqa: F401 - re-exported
 from verlsweep.infer.rules import KNOBS, OFFLOADS, TP, UTIL, Observed, infer
-
-
-def _values(dist: BaseDistribution) -> list[Any] | None:
-    if isinstance(dist, CategoricalDistribution):
-        return list(dist.choices)
-    if isinstance(dist, IntDistribution) and not dist.log:
-        return list(range(dist.low, dist.high + 1, dist.step))
-    if isinstance(dist, FloatDistribution) and dist.step is not None:
-        n = int(round((dist.high - dist.low) / dist.step))
-        return [round(dist.low + i * dist.step, 10) for i in range(n + 1)]
-    return None
 
 
 def _key(p: Mapping[str, Any]) -> tuple:
@@ -49,7 +39,7 @@ class BoundarySampler(optuna.samplers.BaseSampler):
 
     def infer_relative_search_space(self, study: optuna.Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
         space = optuna.search_space.intersection_search_space(study.get_trials(deepcopy=False))
-        if all(k in space and _values(space[k]) for k in KNOBS):
+        if all(k in space and discrete_values(space[k]) for k in KNOBS):
             return {k: space[k] for k in KNOBS}
         # not the rollout-memory space: the inner sampler's own relative search (multivariate TPE)
         return self._inner.infer_relative_search_space(study, trial)
@@ -58,10 +48,11 @@ class BoundarySampler(optuna.samplers.BaseSampler):
                         search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
         if not search_space:
             return {}
-        if set(search_space) != set(KNOBS) or not all(_values(search_space[k]) for k in KNOBS):
+        if set(search_space) != set(KNOBS) or not all(discrete_values(search_space[k]) for k in KNOBS):
             return self._inner.sample_relative(study, trial, search_space)
         trials = study.get_trials(deepcopy=False)
-        configs = [dict(zip(KNOBS, combo)) for combo in itertools.product(*(_values(search_space[k]) for k in KNOBS))]
+        values = (discrete_values(search_space[k]) for k in KNOBS)
+        configs = [dict(zip(KNOBS, combo)) for combo in itertools.product(*values)]
         obs = evidence(trials)
         tried = {_key(t.params) for t in trials if all(k in t.params for k in KNOBS) and t.number != trial.number}
         verdicts = infer(obs, configs)

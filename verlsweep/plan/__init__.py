@@ -5,7 +5,8 @@ each device), before a trial launches.
     if blocks_launch(cfg, verdict):   # infeasible (memory beyond plan.margin_gb, or Ray CPUs) and plan.enforce
         ...                           # outcome `infeasible`, nothing launched
 
-Modules: inputs (config -> numbers), memory (HBM per phase, host RAM), ray_demand (verl's Ray CPUs),
+Modules: inputs (config -> numbers: trial_spec's dataclasses, verl_config's verl defaults), memory
+(HBM per phase, host RAM; trainer_memory: one FSDP role's share), ray_demand (verl's Ray CPUs),
 throughput (roofline), calibration (constants + known points, one YAML), verdict (the prediction),
 table / detect / refit (the `python -m verlsweep.plan` subcommands).
 

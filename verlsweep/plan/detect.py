@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from verlsweep.common.names import GIB, MIB
-from verlsweep.plan.inputs import Hardware
+from verlsweep.plan.trial_spec import Hardware
 
 
 # Per chip: verl/utils/flops_counter.py MFU denominators and docs/ascend.md, Hardware (bandwidths

@@ -11,10 +11,10 @@ import math
 from dataclasses import dataclass, replace
 
 from verlsweep.plan.calibration import Calibration, Constants
-from verlsweep.plan.inputs import PlanInputs
 from verlsweep.plan.lengths import expected_lengths
 from verlsweep.plan.memory import plan_memory
 from verlsweep.plan.throughput import plan_throughput
+from verlsweep.plan.trial_spec import PlanInputs
 
 KINDS = ("throughput", "memory", "device_memory")
 

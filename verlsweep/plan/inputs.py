@@ -1,253 +1,25 @@
-"""What the planner needs from one composed sweep config, read once into plain dataclasses.
+"""What the planner needs from one composed sweep config, read once into plain dataclasses
+(verlsweep.plan.trial_spec).
 
 Everything comes from the config that would be launched (cfg.hardware, cfg.model, cfg.verl, cfg.env,
-cfg.plan). A verl key the config leaves unset takes verl 0.9.1's own default (VERL_DEFAULTS, checked
-against the installed verl by tests/test_plan_inputs.py), so the planner needs neither verl nor
-torch and plans a grid of variants without composing anything again (`dataclasses.replace`).
+cfg.plan). A verl key the config leaves unset takes verl 0.9.1's own default (verlsweep.plan.verl_config
+VERL_DEFAULTS), so the planner needs neither verl nor torch and plans a grid of variants without
+composing anything again (`dataclasses.replace`).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
+from verlsweep.plan.trial_spec import Hardware, Model, NotPlannable, PlanInputs, Role, Rollout  # noqa: F401
+from verlsweep.plan.verl_config import (DEFAULT_CUDAGRAPH_MODE, VERL_DEFAULTS, VerlValues,  # noqa: F401
+                                        default_capture_sizes)
 
-
-# verl 0.9.1 defaults of the keys read here (verl/trainer/config/_generated_ppo_trainer.yaml).
-VERL_DEFAULTS: dict[str, Any] = {
-    "data.train_batch_size": 1024,
-    "data.max_prompt_length": 512,
-    "data.max_response_length": 512,
-    "algorithm.adv_estimator": "gae",
-    "algorithm.use_kl_in_reward": False,
-    "critic.enable": None,
-    "critic.strategy": "fsdp",
-    "critic.fsdp.param_offload": False,
-    "critic.fsdp.optimizer_offload": False,
-    "critic.fsdp.offload_policy": False,
-    "critic.fsdp.model_dtype": "fp32",
-    "critic.fsdp.fsdp_size": -1,
-    "critic.ulysses_sequence_parallel_size": 1,
-    "critic.ppo_micro_batch_size_per_gpu": None,
-    "critic.ppo_max_token_len_per_gpu": 32768,
-    "critic.ppo_epochs": 1,
-    "critic.model.enable_gradient_checkpointing": True,
-    "actor_rollout_ref.model.enable_gradient_checkpointing": True,
-    "actor_rollout_ref.model.use_remove_padding": True,
-    "actor_rollout_ref.model.lora_rank": 0,
-    "actor_rollout_ref.actor.strategy": "fsdp",
-    "actor_rollout_ref.actor.ppo_mini_batch_size": 256,
-    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": None,
-    "actor_rollout_ref.actor.use_dynamic_bsz": False,
-    "actor_rollout_ref.actor.ppo_max_token_len_per_gpu": 16384,
-    "actor_rollout_ref.actor.ppo_epochs": 1,
-    "actor_rollout_ref.actor.use_kl_loss": False,
-    "actor_rollout_ref.actor.entropy_coeff": 0,
-    "actor_rollout_ref.actor.calculate_entropy": False,
-    "actor_rollout_ref.actor.ulysses_sequence_parallel_size": 1,
-    "actor_rollout_ref.actor.entropy_from_logits_with_chunking": False,
-    "actor_rollout_ref.actor.entropy_from_logits_chunk_size": 2048,
-    "actor_rollout_ref.actor.entropy_checkpointing": False,
-    "actor_rollout_ref.actor.fsdp_config.param_offload": False,
-    "actor_rollout_ref.actor.fsdp_config.optimizer_offload": False,
-    "actor_rollout_ref.actor.fsdp_config.offload_policy": False,
-    "actor_rollout_ref.actor.fsdp_config.model_dtype": "fp32",
-    "actor_rollout_ref.actor.fsdp_config.fsdp_size": -1,
-    "actor_rollout_ref.actor.fsdp_config.ulysses_sequence_parallel_size": 1,
-    "actor_rollout_ref.ref.fsdp_config.model_dtype": "fp32",
-    "actor_rollout_ref.ref.fsdp_config.ulysses_sequence_parallel_size": 1,
-    "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": None,
-    "actor_rollout_ref.rollout.tensor_model_parallel_size": 2,
-    "actor_rollout_ref.rollout.gpu_memory_utilization": 0.5,
-    "actor_rollout_ref.rollout.n": 1,
-    "actor_rollout_ref.rollout.max_num_seqs": 256,
-    "actor_rollout_ref.rollout.max_num_batched_tokens": 8192,
-    "actor_rollout_ref.rollout.max_model_len": None,
-    "actor_rollout_ref.rollout.enforce_eager": False,
-    "actor_rollout_ref.rollout.free_cache_engine": True,
-    "actor_rollout_ref.rollout.enable_chunked_prefill": True,
-    "actor_rollout_ref.rollout.cudagraph_capture_sizes": None,
-    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": None,
-    "trainer.use_v1": True,
-}
-
-# verl's vLLM server default when no compilation_config.cudagraph_mode is given
-# (verl/workers/rollout/vllm_rollout/vllm_async_server.py).
-DEFAULT_CUDAGRAPH_MODE = "FULL_AND_PIECEWISE"
 _DTYPE_BYTES = {"fp32": 4, "float32": 4, "bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2}
 _VLLM = "actor_rollout_ref.rollout.engine_kwargs.vllm.compilation_config"
-
-
-class NotPlannable(ValueError):
-    """The config is outside what the planner models (e.g. a Megatron engine, SGLang rollout)."""
-
-
-@dataclass(frozen=True)
-class Hardware:
-    name: str
-    device: str
-    devices_per_node: int
-    nnodes: int
-    hbm_total_gb: float
-    hbm_usable_gb: float
-    idle_reserved_gb: float
-    bf16_tflops: float
-    hbm_bandwidth_gbs: float
-    host_link_gbs: float
-    host_memory_gb: float
-
-    @property
-    def world(self) -> int:
-        return self.devices_per_node * self.nnodes
-
-    @property
-    def capacity_gb(self) -> float:
-        """What processes can allocate on one device.
-
-        npu-smi's total minus the runtime's idle reservation, capped by what torch reports as total
-        capacity (hbm_usable_gb, the figure vLLM multiplies by gpu_memory_utilization): the two
-        describe the same gap, so the smaller is used rather than subtracting it twice.
-        """
-        return min(self.hbm_usable_gb, self.hbm_total_gb - self.idle_reserved_gb)
-
-
-@dataclass(frozen=True)
-class Model:
-    name: str
-    params: float                 # parameter count
-    num_layers: int
-    hidden_size: int
-    num_attention_heads: int
-    num_key_value_heads: int
-    head_dim: int
-    intermediate_size: int
-    vocab_size: int
-    tie_word_embeddings: bool
-    max_position_embeddings: int | None
-
-    @property
-    def embedding_params(self) -> float:
-        return float(self.vocab_size * self.hidden_size)
-
-    @property
-    def head_params(self) -> float:
-        """lm_head parameters that are not shared with the embedding."""
-        return 0.0 if self.tie_word_embeddings else self.embedding_params
-
-    @property
-    def layer_params(self) -> float:
-        return (self.params - self.embedding_params - self.head_params) / self.num_layers
-
-    def kv_bytes_per_token(self, tp: int, dtype_bytes: int = 2) -> float:
-        """K and V of every layer for one token on one TP rank; KV heads are replicated when TP
-        exceeds them (vLLM's GQA rule), hence at least one head per rank."""
-        heads = max(1, self.num_key_value_heads // tp) if tp <= self.num_key_value_heads else 1
-        return 2.0 * self.num_layers * heads * self.head_dim * dtype_bytes
-
-
-@dataclass(frozen=True)
-class Role:
-    """One FSDP worker role on the trainer side: actor, ref or critic."""
-
-    name: str
-    params: float
-    dtype_bytes: int              # fsdp_config.model_dtype: the dtype FSDP stores params/grads/Adam in
-    shard: int                    # FSDP shard group size
-    strategy: str                 # fsdp | fsdp2
-    param_offload: bool
-    optimizer_offload: bool
-    offload_policy: bool          # params/grads/optimizer live on the host the whole time
-    trains: bool
-    sp: int
-    dynamic_bsz: bool
-    max_token_len: int            # per device (before the SP split verl multiplies it by SP)
-    micro_batch: int | None       # sequences per micro batch when not dynamic
-    forward_max_token_len: int
-    forward_micro_batch: int | None
-    grad_ckpt: bool
-    vocab_head: bool              # computes logits over the vocabulary (not the critic)
-    entropy_chunking: bool
-    entropy_checkpointing: bool
-    entropy_chunk: int
-    entropy_in_update: bool
-    epochs: int
-    lora: bool = False
-
-
-@dataclass(frozen=True)
-class Rollout:
-    tp: int
-    util: float
-    n: int
-    max_num_seqs: int
-    max_num_batched_tokens: int
-    max_model_len: int
-    enforce_eager: bool
-    free_cache_engine: bool
-    cudagraph_mode: str
-    capture_sizes: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class PlanInputs:
-    hardware: Hardware
-    model: Model
-    rollout: Rollout
-    actor: Role
-    ref: Role | None
-    critic: Role | None
-    algorithm: str                # verl adv_estimator
-    train_batch_size: int
-    mini_batch_size: int
-    max_prompt_length: int
-    max_response_length: int
-    prompt_tokens: float | None   # expected mean prompt length; None: the calibration's `lengths`
-    response_tokens: float | None  # expected mean response length; None: the calibration's length model
-    hccl_buffsize_mb: float
-    margin_gb: float
-    legacy_trainer: bool
-
-    @property
-    def extra_generations_per_prompt(self) -> int:
-        """ReMax generates one greedy response per prompt for its baseline (verl ray_trainer.py)."""
-        return 1 if self.algorithm == "remax" else 0
-
-    def with_knobs(self, *, util: float | None = None, tp: int | None = None,
-                   param_offload: bool | None = None, optimizer_offload: bool | None = None) -> PlanInputs:
-        """The same trial with other rollout/offload knobs (the table's grid)."""
-        rollout = replace(self.rollout, **{k: v for k, v in (("util", util), ("tp", tp)) if v is not None})
-        changes = {k: v for k, v in (("param_offload", param_offload), ("optimizer_offload", optimizer_offload))
-                   if v is not None}
-        actor = replace(self.actor, **changes)
-        critic = replace(self.critic, **changes) if self.critic is not None else None
-        return replace(self, rollout=rollout, actor=actor, critic=critic)
-
-
-class VerlValues:
-    """cfg.verl values by verl key path, falling back to verl's defaults (`defaults`, VERL_DEFAULTS)."""
-
-    def __init__(self, cfg: DictConfig, defaults: dict[str, Any] | None = None):
-        self.node = cfg.get("verl") or OmegaConf.create({})
-        self.defaults = VERL_DEFAULTS if defaults is None else defaults
-
-    def has(self, path: str) -> bool:
-        return OmegaConf.select(self.node, path, default=None) is not None
-
-    def get(self, path: str, default: Any = None) -> Any:
-        value = OmegaConf.select(self.node, path, default=None)
-        if value is not None:
-            return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
-        if self.defaults.get(path) is not None:
-            return self.defaults[path]
-        return default
-
-    def first(self, *paths: str, default: Any = None) -> Any:
-        for path in paths:
-            if self.has(path):
-                return self.get(path)
-        return self.get(paths[-1], default)
 
 
 def _dtype_bytes(value: Any, key: str) -> int:
@@ -264,14 +36,6 @@ def _sizes(value: Any) -> tuple[int, ...] | None:
         value = yaml.safe_load(value)
     return tuple(sorted(int(v) for v in value))
 
-
-def default_capture_sizes(max_num_seqs: int) -> tuple[int, ...]:
-    """The shape of vLLM's default cudagraph capture list when none is given: 1, 2, 4, then steps of 8
-    to 256 and of 16 beyond, up to min(2 x max_num_seqs, 512) (vllm/config/vllm.py); only its length
-    matters here (graph pool size)."""
-    top = min(2 * max_num_seqs, 512)
-    sizes = [1, 2, 4, *range(8, 256, 8), *range(256, top + 1, 16)]
-    return tuple(s for s in sizes if s <= top)
 
 
 def _need_ref(v: VerlValues) -> bool:

@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass
 
 from verlsweep.plan.calibration import Constants
-from verlsweep.plan.inputs import PlanInputs
+from verlsweep.plan.trial_spec import PlanInputs
 
 
 @dataclass(frozen=True)

@@ -28,10 +28,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from verlsweep.plan.calibration import Constants
 from verlsweep.common.names import GIB
-from verlsweep.plan.inputs import PlanInputs, Role
+from verlsweep.plan.calibration import Constants
 from verlsweep.plan.lengths import Lengths, worst_lengths
+from verlsweep.plan.trainer_memory import (micro_tokens, pass_memory, resident, states,  # noqa: F401
+                                           trainer_phases)
+from verlsweep.plan.trial_spec import PlanInputs
 
 # Phases in the order a step meets them; the first that does not fit is what stops a real run.
 ORDER = ("host_memory", "vllm_start", "kv_cache", "log_prob", "ref", "values", "critic_update",
@@ -120,142 +122,11 @@ class MemoryPlan:
         return "fail" if "fail" in statuses else "tight" if "tight" in statuses else "ok"
 
 
-# ---- trainer side -----------------------------------------------------------------------------
-
-def _gib(nbytes: float) -> float:
-    return nbytes / GIB
-
-
-def states(role: Role) -> dict[str, float]:
-    """Sharded params / grads / Adam moments of one role, GiB per device, wherever they live."""
-    p = _gib(role.params * role.dtype_bytes / role.shard)
-    trainable = 0.0 if (role.lora or not role.trains) else p
-    return {"params": p, "grads": trainable, "optimizer": 2 * trainable}
-
-
-def resident(role: Role | None, *, with_optimizer: bool) -> float:
-    """What a role keeps on the device while another phase runs."""
-    if role is None or role.offload_policy:
-        return 0.0
-    s = states(role)
-    out = 0.0 if role.param_offload else s["params"]
-    if with_optimizer and role.trains and not role.optimizer_offload:
-        out += s["optimizer"]
-    return out
-
-
-def micro_tokens(inp: PlanInputs, role: Role, lengths: Lengths, *, update: bool) -> float:
-    """Tokens one device holds in one micro batch of this role's pass.
-
-    Dynamic bsz packs up to max_token_len x SP tokens per micro batch (verl dp_actor /
-    seqlen_balancing rearrange_micro_batches) but never more than the data-parallel rank has; a
-    sequence longer than the budget still goes whole. Otherwise micro batch x sequence length. Ulysses
-    SP splits the sequence over its ranks.
-    """
-    dp = max(1, inp.hardware.world // role.sp)
-    seqs = (inp.mini_batch_size if update else inp.train_batch_size) * inp.rollout.n
-    rank_tokens = max(seqs * lengths.seq / dp, lengths.seq)
-    if role.dynamic_bsz:
-        budget = (role.max_token_len if update else role.forward_max_token_len) * role.sp
-        tokens = min(max(budget, lengths.seq), rank_tokens)
-    else:
-        micro = (role.micro_batch if update else role.forward_micro_batch) or role.micro_batch or 1
-        tokens = min(micro * lengths.seq, rank_tokens)
-    return tokens / role.sp
-
-
-def _working_set(inp: PlanInputs, role: Role, *, backward: bool) -> float:
-    """Unsharded bf16 compute copies FSDP gathers while a pass runs, GiB.
-
-    FSDP1 keeps the root unit (embeddings, final norm, untied lm_head) gathered for the whole pass;
-    FSDP2 wraps embed_tokens and lm_head on their own (verl/utils/fsdp_utils.py
-    _select_fsdp2_wrap_targets), so only the unit in use plus the prefetched layer are gathered.
-    Backward adds the unit's unsharded gradient.
-    """
-    m = inp.model
-    head = m.embedding_params if role.vocab_head else 0.0
-    root = m.embedding_params + (m.head_params if role.vocab_head else 0.0)
-    layers = 2 * m.layer_params
-    gathered = (root + layers) if role.strategy == "fsdp" else max(head, m.layer_params) + m.layer_params
-    grads = max(head, m.layer_params) if backward else 0.0
-    return _gib(2 * (gathered + grads))
-
-
-def _activations(inp: PlanInputs, role: Role, tokens: float, c: Constants, *, backward: bool) -> float:
-    """Per-token hidden states, GiB: with checkpointing one input per layer plus one layer
-    recomputed; the layer's working set is ~7 hidden-size and ~4 intermediate-size bf16 tensors."""
-    m = inp.model
-    layer = 2 * (7 * m.hidden_size + 4 * m.intermediate_size) * c.activation_factor
-    if not backward:
-        return _gib(tokens * layer)
-    saved = m.num_layers * 2 * m.hidden_size + layer if role.grad_ckpt else m.num_layers * layer
-    return _gib(tokens * saved)
-
-
-def _logits(inp: PlanInputs, role: Role, tokens: float, c: Constants, *, backward: bool) -> float:
-    if not role.vocab_head:
-        return 0.0
-    v = inp.model.vocab_size
-    per = c.logits_bytes if backward else c.forward_logits_bytes
-    out = tokens * v * per
-    entropy = role.entropy_in_update if backward else True   # old log-prob always computes entropy
-    if entropy and not role.entropy_checkpointing:
-        # verl/utils/torch_functional.py: entropy_from_logits makes a softmax and a product in the
-        # logits' dtype (bf16); the chunked variant does the same in fp32 for one chunk at a time
-        out += min(tokens, role.entropy_chunk) * v * 12 if role.entropy_chunking else tokens * v * 4
-    return _gib(out)
-
-
-def pass_memory(inp: PlanInputs, role: Role, lengths: Lengths, c: Constants, *, update: bool) -> dict[str, float]:
-    """Trainer allocations at the peak of one role's forward (update=False) or training pass, GiB
-    per device. A training pass peaks either in backward (states + gathered units + activations +
-    logits) or in the optimizer step, where torch's foreach Adam allocates a param-sized temporary
-    (torch/optim/adam.py _multi_tensor_adam: the denominator of sqrt(v) + eps)."""
-    s = states(role)
-    tokens = micro_tokens(inp, role, lengths, update=update)
-    on_device = {
-        "params": 0.0 if role.offload_policy else s["params"],
-        "grads": 0.0 if (role.offload_policy or not update) else s["grads"],
-        # the optimizer comes back for the update; otherwise it stays wherever it lives
-        "optimizer": 0.0 if role.offload_policy or not role.trains else
-        (s["optimizer"] if update or not role.optimizer_offload else 0.0),
-    }
-    work = {
-        "gathered": _working_set(inp, role, backward=update),
-        "activations": _activations(inp, role, tokens, c, backward=update),
-        "logits": _logits(inp, role, tokens, c, backward=update),
-    }
-    step = s["grads"] if update and not role.offload_policy else 0.0   # Adam's temporary: one grads-sized tensor
-    if step > sum(work.values()):
-        return {**on_device, "optimizer step": step}
-    return {**on_device, **work}
-
-
-def _trainer_phases(inp: PlanInputs, lengths: Lengths, c: Constants) -> dict[str, dict[str, float]]:
-    """Trainer-process allocations per training phase, with the other roles' residency."""
-    actor, ref, critic = inp.actor, inp.ref, inp.critic
-    phases = {
-        "log_prob": {**pass_memory(inp, actor, lengths, c, update=False),
-                     "critic resident": resident(critic, with_optimizer=True)},
-        "actor_update": {**pass_memory(inp, actor, lengths, c, update=True),
-                         "critic resident": resident(critic, with_optimizer=True)},
-    }
-    if ref is not None:
-        phases["ref"] = {**pass_memory(inp, ref, lengths, c, update=False),
-                         "actor resident": resident(actor, with_optimizer=True),
-                         "critic resident": resident(critic, with_optimizer=True)}
-    if critic is not None:
-        others = {"actor resident": resident(actor, with_optimizer=True)}
-        phases["values"] = {**pass_memory(inp, critic, lengths, c, update=False), **others}
-        phases["critic_update"] = {**pass_memory(inp, critic, lengths, c, update=True), **others}
-    return phases
-
-
 # ---- rollout side -------------------------------------------------------------------------------
 
 def vllm_weights_gb(inp: PlanInputs) -> float:
     """bf16 weights per TP rank; vLLM shards embeddings and lm_head over TP too."""
-    return _gib(2 * inp.model.params / inp.rollout.tp)
+    return 2 * inp.model.params / inp.rollout.tp / GIB
 
 
 def vllm_profile_gb(inp: PlanInputs) -> float:
@@ -265,7 +136,7 @@ def vllm_profile_gb(inp: PlanInputs) -> float:
     per_token = 2 * (4 * m.hidden_size + (3 * m.intermediate_size
                      + (m.num_attention_heads + 2 * m.num_key_value_heads) * m.head_dim) / r.tp)
     sampler = r.max_num_seqs * m.vocab_size * 4 * 2
-    return _gib(r.max_num_batched_tokens * per_token + sampler)
+    return (r.max_num_batched_tokens * per_token + sampler) / GIB
 
 
 def graph_pool_gb(inp: PlanInputs, c: Constants) -> float:
@@ -313,7 +184,7 @@ def host_gb(inp: PlanInputs, c: Constants) -> dict[str, float]:
     if inp.rollout.free_cache_engine and inp.hardware.device == "npu":
         out["vLLM sleep copies"] = vllm_weights_gb(inp) * per_node
     out["worker processes"] = c.host_process_gb * per_node
-    out["model load"] = _gib(inp.model.params * inp.actor.dtype_bytes)
+    out["model load"] = inp.model.params * inp.actor.dtype_bytes / GIB
     return out
 
 
@@ -340,14 +211,14 @@ def plan_memory(inp: PlanInputs, c: Constants, *, lengths: Lengths | None = None
     weights, profile = vllm_weights_gb(inp), vllm_profile_gb(inp)
     kv_budget = reservation - weights - profile
     kv_per_token = inp.model.kv_bytes_per_token(r.tp)
-    one_seq = _gib(r.max_model_len * kv_per_token)
+    one_seq = r.max_model_len * kv_per_token / GIB
     checks["kv_cache"] = Check("kv_cache", weights + profile + one_seq, reservation, 0.0,
                                {"weights/TP": weights, "profile peak": profile, "KV of one max_model_len": one_seq})
 
     # with free_cache_engine=False vLLM keeps its whole share through training
     asleep = 0.0 if r.free_cache_engine else reservation
     trainer_peak = 0.0
-    for name, parts in _trainer_phases(inp, lengths, c).items():
+    for name, parts in trainer_phases(inp, lengths, c).items():
         allocated = sum(parts.values())
         trainer_peak = max(trainer_peak, allocated)
         device = {**fixed, "trainer": allocated * c.fragmentation, "graph pools": graphs, "vLLM asleep": asleep}

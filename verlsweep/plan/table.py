@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from verlsweep.plan.calibration import Calibration
-from verlsweep.plan.inputs import PlanInputs
+from verlsweep.plan.trial_spec import PlanInputs
 from verlsweep.plan.verdict import Verdict, plan
 
 DEFAULT_UTILS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from verlsweep.plan.calibration import Constants
 from verlsweep.common.names import GIB
-from verlsweep.plan.inputs import PlanInputs, Role
+from verlsweep.plan.calibration import Constants
 from verlsweep.plan.lengths import Lengths
-from verlsweep.plan.memory import concurrency, micro_tokens, states, vllm_weights_gb
+from verlsweep.plan.memory import concurrency, vllm_weights_gb
+from verlsweep.plan.trainer_memory import micro_tokens, states
+from verlsweep.plan.trial_spec import PlanInputs, Role
 
 
 @dataclass

@@ -7,9 +7,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
-
+from verlsweep.common.distributions import discrete_values
 from verlsweep.common.labels import OFFLOAD_LETTERS, OFFLOAD_TOKEN
+from verlsweep.common.patterns import text_phase
 from verlsweep.common.result import PLAN_CHECK_PHASES
 from verlsweep.infer.rules import OFFLOADS, TP, UTIL, Decided, Observed, infer
 from verlsweep.report.data import TP_SUFFIX, UTIL_SUFFIX, Row, Sweep
@@ -23,13 +23,6 @@ PHASE_TEXT = {
     "training": "training OOM",
 }
 
-# The failure texts that name their phase without doubt (verlsweep/trial/patterns.py rows "vllm startup
-# memory" and "vllm kv cache": vLLM's gpu_worker.py start check and kv_cache_utils.py's KV check).
-_TEXT_PHASES = (
-    ("vllm_start", re.compile(r"Free memory on device .* less than desired GPU memory utilization")),
-    ("kv_cache", re.compile(r"No available memory for the cache blocks|"
-                            r"(KV|kv) cache is needed, which is larger than the available KV cache memory")),
-)
 # The planner writes its binding constraint first in a verdict's reason (verlsweep/plan/memory.py ORDER,
 # Check.message): `rollout: need 61.5 GiB of 60.7 ... - why`. Which phase each one is.
 _BINDING = re.compile(r"^\s*(\w+): need [\d.]+ GiB of [\d.]+.*?(?: - (.*))?$", re.MULTILINE)
@@ -46,11 +39,7 @@ def phase_of(row: Row) -> str | None:
     text or the planner's binding constraint tells; None when neither tells."""
     if row.phase:
         return row.phase
-    text = row.excerpt or ""
-    for phase, regex in _TEXT_PHASES:
-        if regex.search(text):
-            return phase
-    return PLAN_CHECK_PHASES.get(binding(row)[0] or "")
+    return text_phase(row.excerpt or "") or PLAN_CHECK_PHASES.get(binding(row)[0] or "")
 
 
 def reason(row: Row, brief: bool = False) -> str:
@@ -122,11 +111,9 @@ def util_grid(sweep: Sweep) -> list[float]:
     """Every util the space allows (its step), else the utils tried."""
     name = sweep.util_param()
     dist = sweep.distributions.get(name or "")
-    if isinstance(dist, (FloatDistribution, IntDistribution)) and dist.step:
-        n = int(round((dist.high - dist.low) / dist.step))
-        return [round(dist.low + i * dist.step, 10) for i in range(n + 1)]
-    if isinstance(dist, CategoricalDistribution):
-        return sorted(float(v) for v in dist.choices)
+    values = discrete_values(dist) if dist is not None else None
+    if values:
+        return sorted(float(v) for v in values)
     return sorted({float(r.param(UTIL_SUFFIX)) for r in sweep.rows if r.param(UTIL_SUFFIX) is not None})
 
 

@@ -146,15 +146,20 @@ def util_by_tp_figure(sweep: Sweep) -> Any:
     return fig
 
 
-def util_by_tp(sweep: Sweep, out: Path) -> Plot:
-    plot = Plot("util_by_tp", f"{sweep.objectives[0]} vs gpu_memory_utilization per TP "
-                              "(failed and pruned trials on the strip below)")
-    fig = util_by_tp_figure(sweep)
+def _util_plot(name: str, title: str, fig: Any, out: Path, layout: bool = True) -> Plot:
+    """A plot over the swept util: its png, or a note when there is no figure (no util swept)."""
+    plot = Plot(name, title)
     if fig is None:
         plot.note = "the search space does not vary gpu_memory_utilization"
-        return plot
-    plot.png = _save(fig, out / f"{plot.name}.png", layout=False)
+    else:
+        plot.png = _save(fig, out / f"{name}.png", layout=layout)
     return plot
+
+
+def util_by_tp(sweep: Sweep, out: Path) -> Plot:
+    return _util_plot("util_by_tp", f"{sweep.objectives[0]} vs gpu_memory_utilization per TP "
+                                    "(failed and pruned trials on the strip below)",
+                      util_by_tp_figure(sweep), out, layout=False)
 
 
 VERDICT_COLORS = {"fit": "#b2f2bb", "fail": "#ffc9c9", "unknown": "#f8f9fa"}
@@ -192,13 +197,8 @@ def frontier_figure(sweep: Sweep) -> Any:
 
 
 def frontier(sweep: Sweep, out: Path) -> Plot:
-    plot = Plot("frontier", "OOM frontier: proven fit / proven fail per TP and offloads")
-    fig = frontier_figure(sweep)
-    if fig is None:
-        plot.note = "the search space does not vary gpu_memory_utilization"
-        return plot
-    plot.png = _save(fig, out / f"{plot.name}.png")
-    return plot
+    return _util_plot("frontier", "OOM frontier: proven fit / proven fail per TP and offloads",
+                      frontier_figure(sweep), out)
 
 
 def memory(sweep: Sweep, out: Path) -> Plot:

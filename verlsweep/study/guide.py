@@ -36,7 +36,8 @@ import yaml
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 from optuna.distributions import CategoricalDistribution
 
-from verlsweep.study.space import SearchSpace, discrete_values
+from verlsweep.common.distributions import discrete_values
+from verlsweep.study.space import SearchSpace
 
 log = logging.getLogger(__name__)
 

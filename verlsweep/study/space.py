@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -31,6 +30,7 @@ from optuna.distributions import (
     IntDistribution,
 )
 
+from verlsweep.common.distributions import decimals_of, discrete_values
 from verlsweep.common.errors import Problem
 from verlsweep.command.overrides import flatten, format_value
 from verlsweep.command.suggest import did_you_mean
@@ -97,6 +97,10 @@ class SearchSpace:
         return {**{k: describe(d) for k, d in self.distributions.items()}, **dict(self.fixed)}
 
 
+def describe(self) -> dict[str, str]:
+        return {**{k: describe(d) for k, d in self.distributions.items()}, **dict(self.fixed)}
+
+
 def discrete_values(dist: BaseDistribution, decimals: int | None = None) -> list[Any] | None:
     if isinstance(dist, CategoricalDistribution):
         return list(dist.choices)
@@ -116,10 +120,6 @@ def describe(dist: BaseDistribution) -> str:
             return f"range({dist.low},{dist.high},step={dist.step}) inclusive"
         return f"{'tag(log, ' if dist.log else ''}interval({dist.low},{dist.high}){')' if dist.log else ''}"
     return repr(dist)
-
-
-def _decimals(*numbers: float) -> int:
-    return max(max(0, -Decimal(repr(float(x))).as_tuple().exponent) for x in numbers)
 
 
 def _distribution(name: str, override: Override) -> BaseDistribution:
@@ -144,7 +144,7 @@ def _distribution(name: str, override: Override) -> BaseDistribution:
         step = abs(rng.step)
         if all(isinstance(v, int) for v in (rng.start, rng.stop, rng.step)):
             return IntDistribution(min(values), max(values), step=int(step))
-        decimals = _decimals(rng.start, rng.step)
+        decimals = decimals_of(rng.start, rng.step)
         values = [round(v, decimals) for v in values]
         return FloatDistribution(min(values), max(values), step=round(float(step), decimals))
     if override.is_interval_sweep():
@@ -196,7 +196,7 @@ def parse(params_conf: list[str], parser: OverridesParser) -> SearchSpace:
             continue
         space.distributions[name] = dist
         if isinstance(dist, FloatDistribution) and dist.step is not None:
-            space.decimals[name] = _decimals(dist.low, dist.step)
+            space.decimals[name] = decimals_of(dist.low, dist.step)
     if problems:
         raise SearchSpaceError(problems)
     return space

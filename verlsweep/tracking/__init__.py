@@ -1,5 +1,7 @@
 """Stage 4, tracking: each trial's MLflow run (created before launch so verl joins it through
-MLFLOW_RUN_ID), its params, tags, metrics, artifacts and final status; the sweep's parent run.
+MLFLOW_RUN_ID), its params, tags, metrics, artifacts and final status (`mlflow_runs`); the store and
+the study's experiment (`store`); the sweep's parent run (`sweep_run`); a study's runs (`study_runs`);
+device peaks (`system_metrics`).
 
 May import: verlsweep.common, verlsweep.command (to flatten knobs into params). Never the trial
 process, the planner or the sweeper.

@@ -1,6 +1,7 @@
 """MLflow: one experiment per study, one parent run per study, a nested child run per trial.
-This module holds the store, the experiment and the child run (TrialRun); verlsweep.tracking.sweep_run
-the parent run; verlsweep.tracking.study_runs a study's runs as a whole.
+This module holds the child run (TrialRun) and what every run shares (params, status, metric names);
+verlsweep.tracking.store the store and the experiment (its names stay importable from here);
+verlsweep.tracking.sweep_run the parent run; verlsweep.tracking.study_runs a study's runs as a whole.
 
 Contract with the sweeper (hydra_plugins/verlsweep_sweeper)
 -----------------------------------------------------------
@@ -37,46 +38,28 @@ never ran), `trial.duration_s`, `trial.steps`; METRIC_NOTES says the same in eac
 """
 from __future__ import annotations
 
-import json
 import logging
 import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
-from urllib.parse import urlparse
 
 from omegaconf import DictConfig, OmegaConf
 
-from verlsweep.common.errors import ConfigError, Problem
 from verlsweep.common.labels import trial_label
 from verlsweep.common.names import MLFLOW_RUN_ID_ENV, MLFLOW_URI_ENV, PEAK_MEMORY_METRIC, REDACTED, SECRET_NAME
 from verlsweep.common.result import TrialResult
+from verlsweep.tracking.store import (DEFAULT_EXPERIMENT, EXPERIMENT_KIND_TAG, MODEL_TRAINING_KIND,  # noqa: F401
+                                      SHARED_VIEW, SHARED_VIEW_KEY, SHARED_VIEW_TAG, TRIALS_FILTER,
+                                      TrackingUnavailable, artifact_location, client_for, ensure_experiment,
+                                      experiment_name, tracking_uri, ui_path)
 
 log = logging.getLogger("verlsweep.tracking.mlflow_runs")
 
 PARENT_RUN_KEY = "tracking.parent_run_id"
-DEFAULT_EXPERIMENT = "verlsweep"
 # verl/utils/tracking.py _MlflowLoggingAdapter._sanitize_key: the names verl's metrics get in MLflow
 _INVALID_METRIC_CHARS = re.compile(r"[^/\w.\- :]")
-
-# MLflow 3 records what an experiment is for in this tag; its UI's experiment-kind selector writes
-# "custom_model_development" ("Machine learning") or "genai_development" (mlflow/server/js ExperimentKind).
-EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
-MODEL_TRAINING_KIND = "custom_model_development"
-# The MLflow 3.17 UI shows an experiment as GenAI or model training by its workflow switch (URL param
-# `workflowType`, default genai); `viewStateShareKey` loads a view stored in the experiment tag
-# `mlflow.sharedViewState.<key>` (its "share view" button): here the columns a sweep is compared by.
-SHARED_VIEW_KEY = "verlsweep"
-SHARED_VIEW_TAG = f"mlflow.sharedViewState.{SHARED_VIEW_KEY}"
-# The view a sweep prints the address of opens on its trials, best first: the child runs only (a shared
-# view cannot expand a parent: the UI drops `runsExpanded` from shared views, mlflow/server/js), sorted
-# by objective, the outcome and the objective in the first columns.
-TRIALS_FILTER = "tags.`trial.number` != ''"
-SHARED_VIEW = {"selectedColumns": ["tags.`trial.outcome`", "metrics.`objective`", "metrics.`peak_memory_gb`",
-                                   "attributes.`Duration`"],
-               "columnWidths": {"attributes.`Run Name`": 300},
-               "searchFilter": TRIALS_FILTER, "orderByKey": "metrics.`objective`", "orderByAsc": False}
 
 # `orphaned`: its sweep died and a later one stopped what was left (verlsweep.reconcile);
 # `interrupted`: its sweep was stopped (Ctrl-C) mid-trial
@@ -105,15 +88,6 @@ METRIC_NOTES = (
 )
 
 
-class TrackingUnavailable(ConfigError):
-    """The MLflow store cannot be used; raised before any trial starts."""
-
-    def __init__(self, uri: str, reason: str):
-        super().__init__([Problem("tracking.uri", uri,
-                                  f"a reachable, writable MLflow tracking store ({reason}); set "
-                                  "tracking.uri=... or MLFLOW_TRACKING_URI, or tracking.enabled=false")])
-
-
 def status_for(outcome: str) -> str:
     """FINISHED for a completed trial, KILLED for one we stopped, FAILED for the rest."""
     return STATUS_BY_OUTCOME.get(outcome, "FAILED")
@@ -124,115 +98,15 @@ def redact_env(env: Mapping[str, str]) -> dict[str, str]:
     return {k: (REDACTED if SECRET_NAME.search(k) else v) for k, v in env.items()}
 
 
+def filter_literal(value: Any) -> str:
+    """A string literal for MLflow's search filter. Its grammar has no escapes (a backslash is kept
+    as it is), so the value goes in the quotes it does not contain: single, else double."""
+    text = str(value)
+    return f'"{text}"' if "'" in text else f"'{text}'"
+
+
 def sanitize_metric_key(key: str) -> str:
     return _INVALID_METRIC_CHARS.sub("_", re.sub(r"/+", "/", key.replace("@", "_at_")))
-
-
-def tracking_uri(cfg: DictConfig) -> str:
-    """`tracking.uri`, with a relative sqlite/file path made absolute: trials run in their own dir."""
-    uri = str(cfg.tracking.uri)
-    parsed = urlparse(uri)
-    if parsed.scheme == "sqlite":
-        path = uri[len("sqlite:///"):]
-        if path and not path.startswith("/"):
-            return f"sqlite:///{Path(path).resolve()}"
-    elif parsed.scheme in ("", "file") and not uri.startswith(("/", "file:///")):
-        return Path(parsed.path or uri).resolve().as_uri()
-    return uri
-
-
-def experiment_name(cfg: DictConfig, study_name: str | None = None) -> str:
-    """`tracking.experiment`, else the study's name, else 'verlsweep' (verl's trainer.project_name)."""
-    return str(cfg.tracking.get("experiment") or study_name or cfg.trial.get("study_name") or DEFAULT_EXPERIMENT)
-
-
-_CHECKED: dict[str, Any] = {}
-# A fresh database store announces its schema set-up at INFO (mlflow/store/db/utils.py
-# _initialize_tables: "Creating initial MLflow database tables...", "Updating database tables", then
-# alembic's migration lines): book-keeping of MLflow's, not the user's. Its warnings still show.
-_STORE_SETUP_LOGGERS = ("mlflow.store.db.utils", "alembic")
-
-
-def _quiet_store_setup() -> None:
-    for name in _STORE_SETUP_LOGGERS:
-        logging.getLogger(name).setLevel(logging.WARNING)
-
-
-def client_for(uri: str):
-    """A MlflowClient for a store proven usable (checked once per process)."""
-    if uri in _CHECKED:
-        return _CHECKED[uri]
-    from mlflow.tracking import MlflowClient
-
-    if urlparse(uri).scheme in ("http", "https"):
-        _probe_http(uri)
-    _quiet_store_setup()
-    try:
-        client = MlflowClient(tracking_uri=uri)
-        client.search_experiments(max_results=1)
-    except Exception as exc:  # the store's own error says why (path, permissions, auth)
-        raise TrackingUnavailable(uri, f"{type(exc).__name__}: {exc}") from exc
-    _CHECKED[uri] = client
-    return client
-
-
-def _probe_http(uri: str, timeout_s: float = 5.0) -> None:
-    """Refuse fast: MLflow's own client retries a dead server for minutes."""
-    import requests
-
-    try:
-        requests.get(uri.rstrip("/") + "/health", timeout=timeout_s)
-    except requests.RequestException as exc:
-        raise TrackingUnavailable(uri, f"no answer from the server: {exc}") from exc
-
-
-def artifact_location(cfg: DictConfig, name: str) -> str | None:
-    """Where a new experiment keeps its artifacts: `tracking.artifact_location`/<name>, else, for a sqlite
-    store, `mlruns/` next to the database file (MLflow's own default is `./mlruns` of whichever process
-    creates the experiment, which scatters one study's artifacts over working dirs); else the server's."""
-    root = cfg.tracking.get("artifact_location")
-    if root:
-        return f"{str(root).rstrip('/')}/{name}"
-    uri = tracking_uri(cfg)
-    if uri.startswith("sqlite:///"):
-        return (Path(uri[len("sqlite:///"):]).parent / "mlruns").as_uri() + f"/{name}"
-    return None
-
-
-def ui_path(experiment_id: str) -> str:
-    """The experiment's runs table in the MLflow UI (append to the server's URL)."""
-    return f"/#/experiments/{experiment_id}/runs?workflowType=machine_learning&viewStateShareKey={SHARED_VIEW_KEY}"
-
-
-def _model_training_tags(client, experiment) -> None:
-    """A sweep's experiment is model training (its runs, not GenAI traces) with the sweep's columns."""
-    have = dict(getattr(experiment, "tags", None) or {})
-    if have.get(EXPERIMENT_KIND_TAG) != MODEL_TRAINING_KIND:
-        client.set_experiment_tag(experiment.experiment_id, EXPERIMENT_KIND_TAG, MODEL_TRAINING_KIND)
-    if have.get(SHARED_VIEW_TAG) != json.dumps(SHARED_VIEW):      # an older verlsweep's view is replaced
-        client.set_experiment_tag(experiment.experiment_id, SHARED_VIEW_TAG, json.dumps(SHARED_VIEW))
-
-
-def ensure_experiment(client, name: str, location: str | None = None) -> str:
-    try:
-        found = client.get_experiment_by_name(name)
-        if found is not None:
-            if found.lifecycle_stage == "deleted":
-                client.restore_experiment(found.experiment_id)
-            _model_training_tags(client, found)
-            return found.experiment_id
-        exp_id = client.create_experiment(name, artifact_location=location,
-                                          tags={EXPERIMENT_KIND_TAG: MODEL_TRAINING_KIND})
-        _model_training_tags(client, client.get_experiment(exp_id))
-        return exp_id
-    except TrackingUnavailable:
-        raise
-    except Exception as exc:
-        # two trials creating the same experiment concurrently: the loser reads the winner's
-        found = client.get_experiment_by_name(name)
-        if found is not None:
-            return found.experiment_id
-        raise TrackingUnavailable(client.tracking_uri, f"cannot create experiment {name!r}: {exc}") from exc
 
 
 def log_params(client, run_id: str, params: Mapping[str, Any]) -> None:
@@ -388,7 +262,8 @@ def record_slurm_job(uri: str, job_id: str, state: str, outcome: str | None) -> 
     try:
         client = client_for(uri)
         exps = [e.experiment_id for e in client.search_experiments()]
-        runs = client.search_runs(exps, filter_string=f"tags.`{JOB_ID_TAG}` = '{job_id}'", max_results=1) if exps else []
+        found = f"tags.`{JOB_ID_TAG}` = {filter_literal(job_id)}"
+        runs = client.search_runs(exps, filter_string=found, max_results=1) if exps else []
         if not runs:
             return None
         run_id = runs[0].info.run_id

@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from typing import Any, Mapping
 
-from verlsweep.tracking.mlflow_runs import ROLE_TAG, objective_key, status_for
+from verlsweep.tracking.mlflow_runs import ROLE_TAG, filter_literal, log_params, objective_key, status_for
 
 STUDY_TAG = "sweep.study"
 NUMBER_TAG = "trial.number"
@@ -28,10 +28,6 @@ SUPERSEDED_TAG = "sweep.superseded_by"
 REUSED_FROM_TAG = "trial.reused_from"
 RULED_OUT_TAG = "trial.ruled_out_by"
 TERMINAL = ("FINISHED", "FAILED", "KILLED")
-
-
-def _quoted(value: str) -> str:
-    return "'" + str(value).replace("'", "\\'") + "'"
 
 
 def search_all(client: Any, experiment_id: str, filter_string: str) -> list[Any]:
@@ -53,7 +49,7 @@ def experiment_id(client: Any, name: str) -> str | None:
 
 def parents(client: Any, exp_id: str, study: str) -> list[Any]:
     """The study's active parent runs not superseded, oldest first (the first is the study's parent)."""
-    runs = search_all(client, exp_id, f"tags.`{ROLE_TAG}` = 'parent' and tags.`{STUDY_TAG}` = {_quoted(study)}")
+    runs = search_all(client, exp_id, f"tags.`{ROLE_TAG}` = 'parent' and tags.`{STUDY_TAG}` = {filter_literal(study)}")
     runs = [r for r in runs if SUPERSEDED_TAG not in r.data.tags]
     return sorted(runs, key=lambda r: (r.info.start_time or 0, r.info.run_id))
 
@@ -61,7 +57,7 @@ def parents(client: Any, exp_id: str, study: str) -> list[Any]:
 def children(client: Any, exp_id: str, study: str) -> dict[int, list[Any]]:
     """The study's trial runs by trial number."""
     out: dict[int, list[Any]] = {}
-    for run in search_all(client, exp_id, f"tags.`{STUDY_TAG}` = {_quoted(study)}"):
+    for run in search_all(client, exp_id, f"tags.`{STUDY_TAG}` = {filter_literal(study)}"):
         number = run.data.tags.get(NUMBER_TAG)
         if number not in (None, "") and str(number).lstrip("-").isdigit():
             out.setdefault(int(number), []).append(run)
@@ -122,17 +118,12 @@ def record_trial(client: Any, exp_id: str, study: str, number: int, parent: str 
                  run_name: str | None = None, tags: Mapping[str, str] | None = None) -> str:
     """A child run for a trial whose own run is missing (it never launched, or died before creating
     one): the trial is recorded, not missing."""
-    from mlflow.entities import Param
-
     tags = {**(tags or {}), NUMBER_TAG: str(number), STUDY_TAG: study, OUTCOME_TAG: outcome,
             REASON_TAG: reason[:5000]}
     if parent:
         tags["mlflow.parentRunId"] = parent
     run = client.create_run(exp_id, run_name=run_name or f"trial-{number}", tags=tags)
-    if params:
-        items = [Param(k, str(v)[:6000]) for k, v in params.items()]
-        for i in range(0, len(items), 100):
-            client.log_batch(run.info.run_id, params=items[i:i + 100])
+    log_params(client, run.info.run_id, {k: str(v)[:6000] for k, v in (params or {}).items()})
     client.set_terminated(run.info.run_id, status or status_for(outcome), end_time=int(time.time() * 1000))
     return run.info.run_id
 

@@ -10,9 +10,8 @@ from typing import Any, Iterable, Mapping
 
 from omegaconf import DictConfig
 
-from verlsweep.tracking.mlflow_runs import (ROLE_TAG, artifact_location, client_for, ensure_experiment,
-                                            experiment_name, group_tags, log_params, param_value, plain,
-                                            tracking_uri)
+from verlsweep.tracking.mlflow_runs import ROLE_TAG, filter_literal, group_tags, log_params, param_value, plain
+from verlsweep.tracking.store import artifact_location, client_for, ensure_experiment, experiment_name, tracking_uri
 
 SWEEP_INDEX_TAG = "sweep.index"
 
@@ -52,7 +51,8 @@ def start_sweep_run(cfg: DictConfig, study_name: str, search_space: Mapping[str,
 
 def _next_sweep_index(client, exp_id: str, study_name: str) -> int:
     """1 + the sweep runs of this study so far: parent runs read `rollout_memory #1`, `#2`, ..."""
-    runs = client.search_runs([exp_id], filter_string=f"tags.`sweep.study` = '{study_name}'", max_results=1000)
+    runs = client.search_runs([exp_id], filter_string=f"tags.`sweep.study` = {filter_literal(study_name)}",
+                              max_results=1000)
     indices = [int(r.data.tags.get(SWEEP_INDEX_TAG, "0") or 0) for r in runs
                if "mlflow.parentRunId" not in r.data.tags and "trial.number" not in r.data.tags]
     return max([0, *indices, len(indices)]) + 1

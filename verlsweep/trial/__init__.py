@@ -3,8 +3,8 @@
 `runners/` launch (verl, a recipe script, or the planner's estimate); `supervise` owns the process
 session, its private Ray and stopping the whole tree; `orphans` stops what a dead sweep's trial left
 running; `ray_watch` (+ its `ray_probe` process) reads that Ray's pending demand; `metrics` reads verl's
-file logger and console steps; `patterns` holds the failure texts with their sources, `classify` turns
-exit status + log into an outcome; `livetail` shows the log in the terminal.
+file logger and console steps; `classify` turns exit status + log into an outcome by the failure
+texts of verlsweep.common.patterns; `livetail` shows the log in the terminal.
 
 May import: verlsweep.common, verlsweep.command (the Command), verlsweep.plan (runner=estimate).
 Never tracking, the sweeper or task.py.

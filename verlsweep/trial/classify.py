@@ -3,7 +3,7 @@
 Lines are scanned as they stream (`LogScanner.feed`), so a cause printed long before the end of a
 long log is not lost to the tail window. Two things are learnt from them:
 
-* **which failure texts appeared, and when** (the rows of verlsweep.trial.patterns). The first
+* **which failure texts appeared, and when** (the rows of verlsweep.common.patterns). The first
   unambiguous one in time decides the outcome of a failed trial: an OOM on one rank comes before the
   HCCL timeouts and dead actors it causes on the others, and an HCCL timeout that follows an
   allocator's retry warning is an HCCL timeout. Ambiguous texts (warnings healthy runs print too)
@@ -21,7 +21,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Iterable
 
-from verlsweep.trial.patterns import PATTERNS, Pattern
+from verlsweep.common.patterns import OOM_LABEL_PHASES, PATTERNS, Pattern
 
 # Ray prints actor output as "(TaskRunnerV1 pid=123, ip=10.0.0.1) <line>", the prefix and ONE space
 # (ray/_private/worker.py print_worker_logs), and vLLM's engine adds its own "(EngineCore_DP0 pid=7) ";
@@ -62,8 +62,6 @@ OOM_FRAME_PHASES: dict[str, str] = {
                                      "infer_batch")},
     **{name: "rollout_wake" for name in ("update_weights", "wake_up")},
 }
-# vLLM's own checks name their phase in the text (verlsweep.trial.patterns)
-OOM_LABEL_PHASES: dict[str, str] = {"vllm startup memory": "vllm_start", "vllm kv cache": "kv_cache"}
 EXCERPT_MAX = 2000
 
 

@@ -25,7 +25,7 @@ from typing import Any, Iterable
 import psutil
 
 from verlsweep.common.names import PROCESSES_FILE
-from verlsweep.common.processes import is_alive, same_start
+from verlsweep.common.processes import is_alive, own_processes, same_start
 from verlsweep.trial.supervise import MARK_ENV, RAY_TMP_PREFIX, remove_tree, signal_all, wait_gone
 
 
@@ -96,14 +96,9 @@ def find(identity: Identity) -> list[psutil.Process]:
             continue
         if _matches_record(proc, record):
             found[proc.pid] = proc
-    uid = os.getuid()
-    for proc in psutil.process_iter(["uids"]):
-        if proc.pid in found or proc.pid == os.getpid():
-            continue
+    for proc in own_processes(skip=found) if identity.mark else ():
         try:
-            if proc.info["uids"] is None or proc.info["uids"].real != uid:
-                continue
-            if identity.mark and proc.environ().get(MARK_ENV) == identity.mark:
+            if proc.environ().get(MARK_ENV) == identity.mark:
                 found[proc.pid] = proc
         except (psutil.Error, OSError):
             continue

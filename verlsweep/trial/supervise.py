@@ -38,7 +38,7 @@ import psutil
 from verlsweep.command.overrides import quoted
 from verlsweep.common.errors import ConfigError, Problem
 from verlsweep.common.names import SECRET_NAME
-from verlsweep.common.processes import is_alive
+from verlsweep.common.processes import is_alive, own_processes
 
 MARK_ENV = "VERLSWEEP_TRIAL_MARK"
 RUNTIME_ENV_VARS = "ray_kwargs.ray_init.runtime_env.env_vars"   # verl's ray.init(runtime_env=...) env_vars
@@ -156,14 +156,8 @@ def trial_processes(pid: int, pgid: int, mark: str) -> list[psutil.Process]:
             found[child.pid] = child
     except psutil.NoSuchProcess:
         pass
-    me = os.getpid()
-    uid = os.getuid()
-    for proc in psutil.process_iter(["pid", "uids"]):
-        if proc.pid in found or proc.pid == me:
-            continue
+    for proc in own_processes(skip=found):
         try:
-            if proc.info["uids"] is None or proc.info["uids"].real != uid:
-                continue
             # Ray workers get their own process group but stay in the driver's session (no setsid)
             if os.getpgid(proc.pid) == pgid or os.getsid(proc.pid) == pgid or proc.environ().get(MARK_ENV) == mark:
                 found[proc.pid] = proc

@@ -1,0 +1,172 @@
+"""The methods of benchmarks/search_efficiency.py and one sweep of each: ask -> (reuse | veto | measure
+with the cost model) -> tell until the device-hour budget is spent; `grid` walks Hydra's BasicSweeper
+order. Our sweeper's methods are built from its own parts (_study.build_sampler, _guide, _reuse,
+_results.tell, the proof veto), the baselines are plain Optuna samplers.
+"""
+from __future__ import annotations
+
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import optuna  # noqa: E402
+from omegaconf import OmegaConf  # noqa: E402
+
+from verlsweep.record import results as _results  # noqa: E402
+from verlsweep.study import create as _study, guide as _guide, reuse as _reuse, space as _space  # noqa: E402
+from hydra_plugins.verlsweep_sweeper.config import (BoundarySamplerConfig, GuideConfig, MedianPrunerConfig,  # noqa: E402
+                                                    TPESamplerConfig)
+from verlsweep.common.names import RULED_OUT_ATTR  # noqa: E402
+from verlsweep.common.result import TrialResult  # noqa: E402
+from verlsweep.infer.evidence import proof_of_failure  # noqa: E402
+from verlsweep.study_link import pruner_from_spec  # noqa: E402
+
+from search_landscapes import RECIPE, STEPS, WORLD, Landscape, Truth, all_configs, key, space  # noqa: E402
+
+optuna.logging.set_verbosity(optuna.logging.ERROR)
+
+METHODS = ("verlsweep", "tpe+guide", "grid", "random", "tpe oom=0", "tpe oom=FAIL", "gp")
+TARGET = 0.97                  # of the best feasible tok/s: a sweep is done once it measured one that good
+# launch -> first step: Ray start, FSDP model load, vLLM engine start and graph capture. No recipe log
+# we cite states it; 4 minutes is an assumption for an 8B model on one node (--startup-s changes it).
+STARTUP_S = 240.0
+MAX_ASKS = 200                 # proposals per run (reused and vetoed ones cost no device time)
+
+
+@dataclass
+class Run:
+    hours_to_target: float | None     # None: not within the budget
+    launched: int
+    reused: int
+    vetoed: int
+    ooms: int = 0                     # launched trials that OOMed
+
+
+def cost_dh(truth: Truth, steps: int) -> float:
+    """Device-hours of one launched trial (search_efficiency.py's cost table): an OOM at vLLM start costs
+    the start-up, one inside the first step a step more; a trial that ran `steps` steps costs steps + 1
+    (step 1 counts twice: graph capture, warm-up)."""
+    if truth.tok_s is None:
+        seconds = STARTUP_S + (0 if truth.oom_at_start else truth.step_s)
+    else:
+        seconds = STARTUP_S + (steps + 1) * truth.step_s
+    return seconds * WORLD / 3600
+
+
+def _drive(study: optuna.Study, land: Landscape, sp: _space.SearchSpace, target: float, budget: float, *,
+           told: str, guided: bool = False, reuse: bool = False, prune: bool = False, infer: bool = False) -> Run:
+    """Ask -> (reuse | veto | measure with the cost model) -> tell, until the budget is spent."""
+    spent, launched, reused, vetoed, ooms = 0.0, 0, 0, 0, 0
+    for _ in range(MAX_ASKS):
+        if spent >= budget:
+            break
+        trial = study.ask(fixed_distributions=sp.distributions)
+        params = {k: sp.value(k, v) for k, v in trial.params.items()}
+        if reuse:
+            source = _reuse.measured_match(study, trial.params, sp.value, trial.number)
+            if source is not None:
+                _reuse.tell_reused(study, trial, source)
+                reused += 1
+                continue
+        if guided and land.planner is not None and not land.planner[key(params)].feasible:
+            _results.tell(study, trial, None, ["objective"], result=TrialResult("infeasible"))
+            vetoed += 1
+            continue
+        if infer and proof_of_failure(study.get_trials(deepcopy=False), trial.params) is not None:
+            # the sweeper's proof veto (hydra.sweeper.infer): told infeasible, nothing launched
+            trial.set_user_attr(RULED_OUT_ATTR, 0)
+            _results.tell(study, trial, None, ["objective"], result=TrialResult("infeasible"))
+            vetoed += 1
+            continue
+        truth = land.truth[key(params)]
+        launched += 1
+        if truth.tok_s is None:
+            ooms += 1
+            spent += cost_dh(truth, 0)
+            if told == "constraint":
+                _results.tell(study, trial, None, ["objective"], result=TrialResult("oom", failure_phase=truth.phase))
+            elif told == "zero":
+                study.tell(trial, 0.0)
+            else:
+                study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            continue
+        result = _steps(trial, truth, prune)
+        spent += cost_dh(truth, result.steps)
+        if told == "constraint":
+            _results.tell(study, trial, None, ["objective"], result=result)
+        elif result.outcome == "pruned":
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+        else:
+            study.tell(trial, result.objective)
+        if result.outcome == "completed" and truth.tok_s >= target:
+            return Run(spent if spent <= budget else None, launched, reused, vetoed, ooms)
+    return Run(None, launched, reused, vetoed, ooms)
+
+
+def _steps(trial: optuna.Trial, truth: Truth, prune: bool) -> TrialResult:
+    """verl's steps as the runner reports them: step 1 at half speed (warm-up), then the throughput."""
+    values = []
+    for step in range(1, STEPS + 1):
+        values.append(truth.tok_s * (0.5 if step == 1 else 1.0))
+        trial.report(values[-1], step)
+        if prune and trial.should_prune():
+            return TrialResult("pruned", objective=statistics.mean(values), steps=step)
+    return TrialResult("completed", objective=statistics.mean(values[1:]), steps=STEPS)
+
+
+def _new_study(sampler: optuna.samplers.BaseSampler, pruner: optuna.pruners.BasePruner | None = None) -> optuna.Study:
+    study = optuna.create_study(direction="maximize", sampler=sampler, pruner=pruner)
+    study.enqueue_trial(dict(RECIPE))
+    return study
+
+
+def run_method(method: str, land: Landscape, seed: int, budget: float, top_k: int, draws: int) -> Run:
+    sp = space()
+    target = TARGET * land.best
+    if method in ("verlsweep", "tpe+guide"):
+        predictions = _guide.predict(land.guide, draws, GuideConfig().error, seed) if land.planner is not None else []
+        if method == "verlsweep":
+            # hydra/sweeper/sampler/boundary as _study.build_sampler makes it, the guide's prior as _impl sets it
+            sampler = _study.build_sampler(OmegaConf.structured(BoundarySamplerConfig(seed=seed)), sp)
+            if predictions:
+                sampler.prior = _guide.prior(predictions, sp)
+        else:
+            sampler = _study.build_sampler(OmegaConf.structured(TPESamplerConfig(seed=seed)), sp)
+        spec = OmegaConf.to_container(OmegaConf.structured(MedianPrunerConfig))
+        study = _new_study(sampler, pruner_from_spec(spec))
+        for params in _guide.rank(predictions, sp, top_k):       # what _guide.entries enqueues
+            study.enqueue_trial(params, skip_if_exists=True)
+        return _drive(study, land, sp, target, budget, told="constraint", guided=True, reuse=True, prune=True,
+                      infer=True)
+    if method == "grid":
+        return _grid(land, sp, target, budget)
+    if method == "random":
+        return _drive(_new_study(optuna.samplers.RandomSampler(seed=seed)), land, sp, target, budget, told="zero")
+    if method == "tpe oom=0":
+        return _drive(_new_study(optuna.samplers.TPESampler(seed=seed)), land, sp, target, budget, told="zero")
+    if method == "tpe oom=FAIL":
+        return _drive(_new_study(optuna.samplers.TPESampler(seed=seed)), land, sp, target, budget, told="fail")
+    if method == "gp":
+        with _study.quiet_optuna():
+            sampler = optuna.samplers.GPSampler(seed=seed)
+        return _drive(_new_study(sampler), land, sp, target, budget, told="constraint")
+    raise ValueError(method)
+
+
+def _grid(land: Landscape, sp: _space.SearchSpace, target: float, budget: float) -> Run:
+    spent, launched, ooms = 0.0, 0, 0
+    order = [dict(RECIPE)] + [p for p in all_configs(sp) if key(p) != key(RECIPE)]
+    for params in order:
+        if spent >= budget:
+            break
+        truth = land.truth[key(params)]
+        launched += 1
+        spent += cost_dh(truth, STEPS)
+        if truth.tok_s is None:
+            ooms += 1
+        elif truth.tok_s >= target:
+            return Run(spent if spent <= budget else None, launched, 0, 0, ooms)
+    return Run(None, launched, 0, 0, ooms)
