@@ -126,7 +126,7 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, help="work dir to keep (default: a temp dir, removed)")
     args = parser.parse_args()
     sys.path.insert(0, str(REPO))
-    from tests.fixtures.tiny_verl import make_gsm8k_parquet, make_tiny_qwen3
+    from tests.support.fixtures.tiny_verl import make_gsm8k_parquet, make_tiny_qwen3
 
     work = args.keep or Path(tempfile.mkdtemp(prefix="trial_overhead-"))
     work.mkdir(parents=True, exist_ok=True)

@@ -8,26 +8,44 @@ import pytest
 
 from mlflow.tracking import MlflowClient
 
-from tests.fixtures.tiny_verl import make_gsm8k_parquet, make_tiny_qwen3
-from tests.trial_helpers import copy_store, serve
+from tests.support.fixtures.tiny_verl import make_gsm8k_parquet, make_tiny_qwen3
+from tests.support.trial_helpers import copy_store, serve
 
 
 # Tests that start Ray or Slurm daemons run one at a time on one pytest-xdist worker (`--dist loadgroup`,
 # pyproject.toml): two local Ray instances reach for the same default agent ports (Ray's dashboard agent
-# listens on 52365 unless told otherwise), and the real Slurm cluster is one per session.
-ONE_AT_A_TIME = {"test_real_verl.py", "test_runner_real_verl.py", "test_ray_watch.py", "test_ray_cluster.py",
-                 "test_slurm_sweep.py"}
+# listens on 52365 unless told otherwise), and the real Slurm cluster is one per session (a worker's).
+ONE_AT_A_TIME = {"test_real_verl.py", "test_runner_real_verl.py", "test_ray_watch_sweep.py",
+                 "test_ray_cluster_processes.py", "test_slurm_sweep.py"}
+
+
+def _module_fixture(item: pytest.Item) -> str | None:
+    """The first module-scoped fixture of the test's own module that the test uses (e.g. a whole sweep run
+    once for several tests), or None."""
+    info = getattr(item, "_fixtureinfo", None)
+    for name in getattr(item, "fixturenames", ()):
+        defs = info.name2fixturedefs.get(name) if info is not None else None
+        if defs and defs[-1].scope == "module" and defs[-1].baseid == item.nodeid.split("::", 1)[0]:
+            return name
+    return None
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Spread the suite over the xdist workers: the Ray/Slurm tests in one group; the tests sharing a
+    module-scoped fixture in one group each, so the fixture (often a whole sweep) is built once rather than
+    once per worker; and the slow tests first, so the long ones start early and the quick ones fill the end
+    (`-n 0` runs them in this order too)."""
     for item in items:
         if item.path.name in ONE_AT_A_TIME:
             item.add_marker(pytest.mark.xdist_group("ray_slurm"))
+        elif (shared := _module_fixture(item)) is not None:
+            item.add_marker(pytest.mark.xdist_group(f"{item.path.stem}.{shared}"))
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A tiny random Qwen3 checkpoint with a local tokenizer (see tests/fixtures/tiny_verl.py)."""
+    """A tiny random Qwen3 checkpoint with a local tokenizer (see tests/support/fixtures/tiny_verl.py)."""
     return make_tiny_qwen3(tmp_path_factory.mktemp("tiny_qwen3"))
 
 
@@ -55,8 +73,8 @@ def store(empty_mlflow_db: Path, tmp_path: Path) -> str:
 
 @pytest.fixture(scope="session")
 def slurm_cluster(tmp_path_factory: pytest.TempPathFactory):
-    """A real single-node Slurm with accounting (tests/slurm_cluster.py), for the whole session."""
-    from tests.slurm_cluster import SlurmCluster, missing
+    """A real single-node Slurm with accounting (tests/support/slurm_cluster.py), for the whole session."""
+    from tests.support.slurm_cluster import SlurmCluster, missing
 
     reason = missing()
     if reason:

@@ -2,11 +2,7 @@
 from __future__ import annotations
 
 import itertools
-import json
-import subprocess
-import sys
 from collections import Counter
-from pathlib import Path
 
 import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -16,7 +12,6 @@ from verlsweep.command.compose import build_command, compose_config
 from verlsweep.common.errors import ConfigError
 from verlsweep.command.overrides import format_value
 
-REPO = Path(__file__).resolve().parent.parent
 ALGORITHMS = sorted(p.stem for p in (CONF_DIR / "algorithm").glob("*.yaml"))
 HARDWARE = sorted(p.stem for p in (CONF_DIR / "hardware").glob("*.yaml") if p.stem != "auto")
 MODELS = sorted(p.stem for p in (CONF_DIR / "model").glob("*.yaml"))
@@ -205,42 +200,3 @@ def test_every_shipped_algorithm_hardware_model_combination_is_accepted_by_verl_
         if why is not None:
             failures.append(f"algorithm={algorithm} hardware={hardware} model={model}: {one_line(why)}")
     assert not failures, f"{len(failures)} of {len(combinations)} combinations fail:\n" + "\n".join(failures)
-
-
-# --- dry run through the real CLI ----------------------------------------------------------------
-
-def run_sweep(args: list[str], cwd: Path, timeout: int = 180) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(REPO / "sweep.py"), *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=timeout)
-
-
-@pytest.mark.slow
-def test_dry_run_prints_a_runnable_snippet_and_writes_command_json(tmp_path):
-    proc = run_sweep(["hardware=a2_64g", "algorithm=remax", "model=qwen3_8b", "dry_run=true",
-                      f"paths.output_root={tmp_path}/out"], cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    assert "export HCCL_CONNECT_TIMEOUT=3600" in proc.stdout
-    assert "python -m verl.trainer.main_ppo \\\n    data." in proc.stdout
-    assert "missing" not in proc.stdout and "WARNING" in proc.stderr + proc.stdout  # paths absent: a warning
-    [command_json] = list((tmp_path / "out").rglob("command.json"))
-    cmd = json.loads(command_json.read_text())
-    assert cmd["argv"][:3] == ["python", "-m", "verl.trainer.main_ppo"]
-    assert "actor_rollout_ref.rollout.gpu_memory_utilization=0.6" in cmd["argv"]
-    assert cmd["env"]["TASK_QUEUE_ENABLE"] == "1"
-    # the snippet is valid bash that reproduces argv exactly
-    snippet = proc.stdout[proc.stdout.index("export"):]
-    echo = subprocess.run(["bash", "-c", snippet.replace("python -m", "printf '%s\\n' python -m", 1)],
-                          capture_output=True, text=True)
-    assert echo.stdout.splitlines() == cmd["argv"]
-
-
-@pytest.mark.slow
-def test_multirun_dry_run_writes_one_command_per_trial(tmp_path):
-    proc = run_sweep(["-m", "space=smoke", "dry_run=true", f"paths.output_root={tmp_path}/out"], cwd=tmp_path,
-                     timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    commands = [json.loads(p.read_text()) for p in sorted((tmp_path / "out").rglob("command.json"))]
-    utils = sorted(a for c in commands for a in c["argv"] if "rollout.gpu_memory_utilization=" in a)
-    assert utils == ["actor_rollout_ref.rollout.gpu_memory_utilization=0.5",
-                     "actor_rollout_ref.rollout.gpu_memory_utilization=0.6"]
-    assert proc.stdout.count("python -m verl.trainer.main_ppo") == 2

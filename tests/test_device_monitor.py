@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests import fake_npu_smi
-from tests.trial_helpers import copy_store, new_mark, run_sweep, standin_entrypoint, survivors, tiny_overrides
+from tests.support import fake_npu_smi
 from verlsweep.tracking.system_metrics import TrialMonitor, phase_of
 from verlsweep.trial import devices
 
@@ -118,26 +117,3 @@ def test_trial_monitor_logs_device_series_and_mlflow_cpu_metrics_into_the_run(on
     history = client.get_metric_history(run.info.run_id, "system/npu_0_hbm_used_gb")
     assert len(history) >= 2 and max(m.value for m in history) == pytest.approx(52000 / 1024, abs=1e-3)
     assert peak is not None and peak.hbm_gb == pytest.approx(52000 / 1024) and peak.device == "npu 0"
-
-
-@pytest.mark.slow
-def test_a_standin_trial_through_sweep_py_ends_with_npu_series_and_its_peak(tmp_path, tiny_model_dir, gsm8k_dir,
-                                                                              empty_mlflow_db):
-    bin_dir = fake_npu_smi.install(tmp_path / "bin", "npu_smi_a2_910b3.txt", "npu_smi_a2_910b3_busy.txt")
-    uri = copy_store(empty_mlflow_db, tmp_path)
-    mark = new_mark()
-    proc = run_sweep(tmp_path, [*tiny_overrides(tiny_model_dir, gsm8k_dir, tmp_path / "out", uri), standin_entrypoint(),
-                                "validate.verl=false", "trial.steps=3", "+standin.step_seconds=0.8",
-                                "monitor.interval=0.5", "+env.ASCEND_RT_VISIBLE_DEVICES='0,1,2,3'"], mark,
-                     env={"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"})
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    client = MlflowClient(uri)
-    [run] = client.search_runs([e.experiment_id for e in client.search_experiments()])
-    data = run.data
-    assert {f"system/npu_{i}_hbm_used_gb" for i in range(4)} <= set(data.metrics)
-    assert "system/npu_4_hbm_used_gb" not in data.metrics          # not visible to the trial
-    assert data.metrics["peak_device_hbm_gb"] == pytest.approx(52000 / 1024, abs=1e-3)
-    assert data.tags["peak_device_hbm.device"] == "npu 0" and data.tags["peak_device_hbm.phase"].startswith("step")
-    assert len(client.get_metric_history(run.info.run_id, "system/npu_0_hbm_used_gb")) >= 2
-    assert fake_npu_smi.calls(bin_dir) >= 3
-    assert survivors(mark) == []

@@ -13,7 +13,7 @@ import pytest
 from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
-from tests.trial_helpers import copy_store
+from tests.support.trial_helpers import copy_store
 from verlsweep.command import knobs
 from verlsweep.tracking import mlflow_runs as tracking
 from verlsweep.tracking import sweep_run

@@ -1,39 +1,16 @@
-"""The Ray cluster of a multi-node trial (verlsweep/trial/ray_cluster.py): head on the first node,
-a worker per other node, each under `srun -w <host>`, up once every device registered, and not one Ray
-process left after `stop()`.
-
-The two-node path runs with `srun` and `scontrol` faked (tests/fake_slurm/): the fake srun records the
-host it was asked for and runs the command here, so both "nodes" are this machine. The head-only path
-runs inside a job of the real single-node Slurm (tests/slurm_cluster.py) with the real srun.
+"""The Ray cluster of a multi-node trial (verlsweep/trial/ray_cluster.py): which trial gets one and what it
+spans. Starting one for real (head and worker under `srun -w <host>`, every device registered, not one Ray
+process left after `stop()`) is tests/e2e/test_ray_cluster_processes.py. `srun` and `scontrol` are faked by
+tests/support/fake_slurm/.
 """
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
-import psutil
-import pytest
-
-from tests.trial_helpers import REPO
+from tests.support.trial_helpers import REPO
 from verlsweep.trial import ray_cluster
-from verlsweep.trial.supervise import ray_isolation, remove_tree
 
-FAKE_BIN = REPO / "tests" / "fake_slurm"
-
-
-def _ray_processes(tmp: str) -> list[str]:
-    """Processes of the Ray instance that lives under the private temp dir `tmp`."""
-    found = []
-    for proc in psutil.process_iter(["pid", "cmdline"]):
-        try:
-            if proc.status() == psutil.STATUS_ZOMBIE:
-                continue
-            if proc.environ().get("RAY_TMPDIR") == tmp or tmp in " ".join(proc.info["cmdline"] or []):
-                found.append(f"{proc.pid} {' '.join(proc.info['cmdline'] or [])[:150]}")
-        except (psutil.Error, OSError):
-            continue
-    return found
+FAKE_BIN = REPO / "tests" / "support" / "fake_slurm"
 
 
 def test_only_a_multi_node_trial_inside_an_allocation_gets_a_cluster():
@@ -42,61 +19,6 @@ def test_only_a_multi_node_trial_inside_an_allocation_gets_a_cluster():
     assert not ray_cluster.wanted(1, inside, None)          # single node: its private local Ray
     assert not ray_cluster.wanted(2, {}, None)               # no allocation to span
     assert not ray_cluster.wanted(2, inside, "10.0.0.1:6379")  # the user's own cluster
-
-
-@pytest.mark.slow
-def test_two_node_cluster_starts_head_and_worker_by_srun_registers_every_device_and_stops_all(tmp_path):
-    calls = tmp_path / "srun_calls.txt"
-    env = {**os.environ, "PATH": f"{FAKE_BIN}:{os.environ['PATH']}", "FAKE_SRUN_LOG": str(calls),
-           "SLURM_JOB_NODELIST": "nodeA,nodeB"}
-    tmp = ray_isolation(env, None)
-    hosts = ray_cluster.allocation_hosts(env)
-    assert hosts == ["nodeA", "nodeB"]
-    cluster = ray_cluster.RayCluster(ray_cluster.ClusterSpec(hosts, devices_per_node=1, resource="GPU",
-                                                             cpus_per_node=1), env, tmp_path)
-    try:
-        address = cluster.start(timeout=240)
-        assert cluster.resources().get("GPU") == 2
-        assert _ray_processes(tmp)
-    finally:
-        cluster.stop(grace_s=20)
-    lines = calls.read_text().splitlines()
-    assert lines[0].startswith("nodeA hostname --ip-address")
-    assert any(line.startswith("nodeA ") and " start --head " in line for line in lines)
-    assert any(line.startswith("nodeB ") and f" start --address={address} " in line for line in lines)
-    assert _ray_processes(tmp) == []
-    remove_tree(tmp)
-
-
-HEAD_ONLY = """
-import os, sys
-from pathlib import Path
-from verlsweep.trial import ray_cluster
-from verlsweep.trial.supervise import ray_isolation, remove_tree
-env = dict(os.environ)
-tmp = ray_isolation(env, None)
-hosts = ray_cluster.allocation_hosts(env)
-cluster = ray_cluster.RayCluster(ray_cluster.ClusterSpec(hosts, 2, "NPU", 1), env, Path(sys.argv[1]))
-try:
-    cluster.start(timeout=240)
-    print("hosts", hosts, "NPU", cluster.resources().get("NPU"), "tmp", tmp, flush=True)
-finally:
-    cluster.stop(grace_s=20)
-    remove_tree(tmp)
-"""
-
-
-@pytest.mark.slow
-def test_head_only_cluster_in_a_real_slurm_job_registers_its_devices_and_leaves_no_ray(slurm_cluster, tmp_path):
-    done = subprocess.run(["srun", "-N1", "-n1", "-c1", "--mem=1500", "-J", "ray-head-only", sys.executable, "-c",
-                           HEAD_ONLY, str(tmp_path)],
-                          env={**slurm_cluster.client_env(), "PYTHONPATH": str(REPO)}, cwd=tmp_path,
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:] + "".join(p.read_text()[-2000:] for p in tmp_path.glob("ray-*.log"))
-    line = next(x for x in done.stdout.splitlines() if x.startswith("hosts"))
-    assert "NPU 2.0" in line
-    tmp = line.split()[-1]
-    assert _ray_processes(tmp) == []
 
 
 def test_a_two_node_trial_in_an_allocation_spans_its_nodes_with_the_hardware_groups_devices(tmp_path):

@@ -1,6 +1,6 @@
 """A Slurm job the scheduler ended is a trial outcome (verlsweep/common/slurm.py), a preempted trial is
 re-run once by the sweeper, and the `hydra/launcher=slurm` preset takes the allocation from the
-hardware group and the `slurm:` settings. Quick checks; the real-Slurm ones are in test_slurm_sweep.py."""
+hardware group and the `slurm:` settings. Quick checks; the real-Slurm ones are in tests/e2e/test_slurm_sweep.py."""
 from __future__ import annotations
 
 import optuna

@@ -22,7 +22,7 @@ import yaml
 from verlsweep.common.names import REUSED_FROM_ATTR
 
 ROOT = Path(__file__).resolve().parents[1]
-APP = ROOT / "tests" / "sweeper_app.py"
+APP = ROOT / "tests" / "support" / "sweeper_app.py"
 SWEEP_PY = ROOT / "sweep.py"
 DB = "verlsweep-optuna.db"
 UTIL = "verl.actor_rollout_ref.rollout.gpu_memory_utilization"

@@ -12,7 +12,7 @@ import optuna
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.trial_helpers import copy_store
+from tests.support.trial_helpers import copy_store
 
 pytestmark = pytest.mark.slow
 

@@ -1,0 +1,158 @@
+"""The sweep as a person sees it, end to end: `python sweep.py -m ... runner=estimate`, its terminal
+output, its MLflow runs in a real `mlflow server` seen through headless Chromium, and its report.html
+opened in Chromium. Screenshots land in the test's tmp dir."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from tests.support.browser import Browser, chromium
+from tests.support.trial_helpers import copy_store, free_port, new_mark, run_sweep, serve, survivors
+from verlsweep.tracking import mlflow_runs as tracking
+
+pytestmark = pytest.mark.slow
+
+N_TRIALS = 8
+# a proposal that repeats a measured config is a `reused tNN` run; whether TPE makes one varies
+CHILD_NAME = re.compile(r"^t\d\d (completed|oom|infeasible|pruned|reused t\d\d) util=\d\.\d\d tp=\d off=[-a-z,]+$")
+needs_chromium = pytest.mark.skipif(chromium() is None, reason="no chromium (.ci/run installs Debian's)")
+
+
+@pytest.fixture(scope="module")
+def estimate_sweep(tmp_path_factory, empty_mlflow_db):
+    """One finished estimate sweep of the Quickstart (fewer trials): its dir, store and output."""
+    cwd = tmp_path_factory.mktemp("quickstart")
+    uri = copy_store(empty_mlflow_db, cwd)
+    mark = new_mark()
+    proc = run_sweep(cwd, ["hardware=a2_64g", "algorithm=remax", "runner=estimate", f"tracking.uri={uri}",
+                           f"paths.output_root={cwd / 'out'}", f"hydra.sweeper.n_trials={N_TRIALS}",
+                           "hydra.sweeper.n_jobs=2"], mark, multirun=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert survivors(mark) == []
+    (sweep_dir,) = (cwd / "out" / "sweeps").iterdir()
+    return {"cwd": cwd, "uri": uri, "dir": sweep_dir, "out": proc.stdout + proc.stderr}
+
+
+def test_the_terminal_shows_one_line_per_trial_a_status_line_and_a_summary_within_120_columns(estimate_sweep):
+    out = estimate_sweep["out"]
+    lines = out.splitlines()
+    trial_lines = [ln for ln in lines if re.match(r"^t\d\d  ", ln)]
+    assert len(trial_lines) == N_TRIALS, out[-4000:]
+    assert all(re.search(r"util=\d\.\d\d tp=\d", ln) for ln in trial_lines)
+    assert any(re.match(rf"^\[{N_TRIALS}/{N_TRIALS}\] best objective .* ETA", ln) for ln in lines)
+    assert "[I " not in out and "Trial 0 finished" not in out       # Optuna's INFO lines are off
+    assert "Launching 2 jobs locally" not in out and "planner:" not in out
+    assert not re.search(r"\d\.\d{10,}", out)                        # no 0.9000000000000001
+    table = [ln for ln in lines if ln[:1] in "┏┃┡│└"]
+    assert table and max(len(ln) for ln in table) <= 120
+    assert "report.html" in out and "workflowType=machine_learning" in out
+
+
+def test_each_child_run_says_its_trial_outcome_and_knobs_and_the_parent_has_the_sweeps_numbers(estimate_sweep):
+    client = MlflowClient(estimate_sweep["uri"])
+    (exp,) = [e for e in client.search_experiments() if e.name != "Default"]
+    assert exp.tags[tracking.EXPERIMENT_KIND_TAG] == "custom_model_development"
+    runs = client.search_runs([exp.experiment_id])
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    (parent,) = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    assert len(children) == N_TRIALS
+    assert all(CHILD_NAME.match(r.info.run_name) for r in children), [r.info.run_name for r in children]
+    for r in children:                    # the name's word is the outcome, or `reused` for a reused trial
+        said = "reused" if "trial.reused_from" in r.data.tags else r.data.tags["trial.outcome"]
+        assert r.info.run_name.split()[1] == said, r.info.run_name
+    assert parent.info.run_name == "rollout_memory #1"
+    assert parent.data.metrics["trials_done"] == N_TRIALS
+    history = client.get_metric_history(parent.info.run_id, "best_objective")
+    assert len({m.step for m in history}) >= 2                     # one point per batch
+    assert sum(v for k, v in parent.data.metrics.items() if k.startswith("trials_") and k != "trials_done") == N_TRIALS
+    artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
+    assert {"trials.csv", "best.yaml", "best_launch.sh", "report.html", "plots"} <= artifacts
+    plots = {a.path for a in client.list_artifacts(parent.info.run_id, "plots")}
+    assert {"plots/history.png", "plots/util_by_tp.png", "plots/frontier.png"} <= plots
+    assert "plots/memory.png" not in plots            # runner=estimate: measured peak = predicted peak
+
+
+@needs_chromium
+def test_the_mlflow_ui_opens_on_the_trials_best_first_with_their_outcome_in_view(estimate_sweep, tmp_path):
+    client = MlflowClient(estimate_sweep["uri"])
+    (exp,) = [e for e in client.search_experiments() if e.name != "Default"]
+    runs = client.search_runs([exp.experiment_id])
+    (parent,) = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    best = max((r for r in children if "objective" in r.data.metrics), key=lambda r: r.data.metrics["objective"])
+    with serve(estimate_sweep["uri"], tmp_path) as url, Browser() as browser:
+        browser.open(url + tracking.ui_path(exp.experiment_id))
+        # the printed address opens on the trials: every child run listed, no click on a parent's +
+        browser.wait_for(" && ".join(f"document.body.innerText.includes({r.info.run_name!r})" for r in children))
+        text = browser.text()
+        assert "Traces 0" not in text                                  # not the GenAI overview
+        assert parent.info.run_name not in text                        # the trials, not the sweep's row
+        names = [n for n in (r.info.run_name for r in children) if n in text]
+        first = min(names, key=text.index)
+        objective = {r.info.run_name: r.data.metrics.get("objective") for r in children}
+        assert objective[first] == best.data.metrics["objective"], (first, best.info.run_name)   # best first
+        # the outcome column starts within 1000 px of the left edge (MLflow's assistant panel takes the right)
+        left = browser.eval("Math.min(...[...document.querySelectorAll('*')].filter(e => e.children.length === 0 "
+                            "&& e.textContent.trim() === 'trial.outcome').map(e => e.getBoundingClientRect().left))")
+        assert left < 1000, left
+        browser.screenshot(tmp_path / "mlflow_runs.png")
+    assert (tmp_path / "mlflow_runs.png").stat().st_size > 10_000
+    assert "opens on the study's trials" in estimate_sweep["out"]     # and the terminal says what it opens on
+
+
+@needs_chromium
+def test_report_html_renders_every_plot_offline_in_a_browser(estimate_sweep, tmp_path):
+    report = estimate_sweep["dir"] / "report.html"
+    with Browser() as browser:
+        browser.open(report.as_uri())
+        browser.wait_for("document.readyState === 'complete'")
+        sizes = browser.eval("[...document.querySelectorAll('img.plot')].map(i => [i.alt, i.naturalWidth, i.naturalHeight])")
+        assert [s[0] for s in sizes] == ["history", "util_by_tp", "frontier", "parallel", "importance"]
+        assert all(w > 100 and h > 100 for _, w, h in sizes), sizes
+        browser.eval("document.querySelectorAll('details').forEach(d => d.open = true)")
+        assert browser.wait_for("document.querySelectorAll('.plotly-plot .main-svg').length >= 3")
+        assert "-m verl.trainer.main_ppo" in browser.eval("document.getElementById('launch').innerText")
+        browser.screenshot(tmp_path / "report.png")
+    assert Path(tmp_path / "report.png").stat().st_size > 10_000
+
+
+def test_optuna_dashboard_serves_the_sweeps_study_from_its_storage_as_it_is(estimate_sweep, tmp_path):
+    """README: `optuna-dashboard sqlite:///verlsweep-optuna.db` (the `ui` extra)."""
+    pytest.importorskip("optuna_dashboard")
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import requests
+
+
+    port = free_port()
+    storage = f"sqlite:///{estimate_sweep['cwd'] / 'verlsweep-optuna.db'}"
+    code = "import sys; from optuna_dashboard._cli import main; sys.exit(main())"
+    with (tmp_path / "dashboard.log").open("w") as log:
+        proc = subprocess.Popen([sys.executable, "-c", code, storage, "--host", "127.0.0.1", "--port", str(port)],
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    studies = requests.get(f"http://127.0.0.1:{port}/api/studies", timeout=2).json()
+                    break
+                except (requests.RequestException, ValueError):
+                    assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "dashboard.log").read_text()
+                    time.sleep(0.5)
+            (summary,) = studies["study_summaries"]
+            detail = requests.get(f"http://127.0.0.1:{port}/api/studies/{summary['study_id']}?after=0", timeout=30)
+            assert detail.ok and len(detail.json()["trials"]) == N_TRIALS
+        finally:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:     # gunicorn's graceful shutdown waits for its workers
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()

@@ -1,0 +1,138 @@
+"""Shared by the runner/tracking tests: an MLflow store per test, `python sweep.py` in a subprocess,
+and a check that no process of a test's trials is left."""
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Iterator
+
+import psutil
+import requests
+from mlflow.tracking import MlflowClient
+
+from verlsweep.common.processes import is_alive
+
+REPO = Path(__file__).resolve().parents[2]
+STANDIN = REPO / "tests" / "support" / "standin" / "verl_standin.py"
+TEST_MARK = "VERLSWEEP_TEST_MARK"     # inherited by every process a test's sweep starts
+
+
+def copy_store(template: Path, dst_dir: Path) -> str:
+    path = dst_dir / "mlflow.db"
+    shutil.copy(template, path)
+    return f"sqlite:///{path}"
+
+
+def tiny_overrides(model_dir: Path, data_dir: Path, out_dir: Path, uri: str) -> list[str]:
+    """A trial of the tiny fixture model on a2_64g that our rules and verl's accept."""
+    return [
+        "hardware=a2_64g", "model=qwen3_0_6b", f"model.path={model_dir}", f"data.dir={data_dir}",
+        "verl.data.train_batch_size=8", "verl.actor_rollout_ref.actor.ppo_mini_batch_size=8",
+        "verl.data.max_prompt_length=64", "verl.data.max_response_length=64",
+        f"paths.output_root={out_dir}", f"tracking.uri={uri}", "plan.enforce=false",
+    ]
+
+
+def standin_entrypoint() -> str:
+    return f"runner.entrypoint=[python,{STANDIN}]"
+
+
+def run_sweep(cwd: Path, args: list[str], mark: str, *, multirun: bool = False, timeout: float = 600,
+              env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    full_env = dict(os.environ)
+    full_env.pop("MLFLOW_TRACKING_URI", None)
+    full_env.pop("MLFLOW_RUN_ID", None)
+    full_env[TEST_MARK] = mark
+    full_env.update(env or {})
+    argv = [sys.executable, str(REPO / "sweep.py"), *(["-m"] if multirun else []), *args]
+    return subprocess.run(argv, cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout)
+
+
+def new_mark() -> str:
+    return uuid.uuid4().hex
+
+
+def survivors(mark: str) -> list[str]:
+    """Processes still carrying the test's mark (the sweep itself has exited by then)."""
+    found = []
+    for proc in psutil.process_iter(["pid", "name", "cmdline"]):
+        try:
+            if proc.environ().get(TEST_MARK) == mark and is_alive(proc):
+                found.append(f"{proc.pid} {' '.join(proc.info['cmdline'] or [])[:200]}")
+        except (psutil.Error, OSError):
+            continue
+    return found
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def serve(backend_uri: str, tmp_path: Path) -> Iterator[str]:
+    """`mlflow server` on 127.0.0.1 (a free port) for `backend_uri`; its URL, stopped on exit."""
+    port = free_port()
+    uri = f"http://127.0.0.1:{port}"
+    log = (tmp_path / "server.log").open("w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
+         "--backend-store-uri", backend_uri, "--artifacts-destination", str(tmp_path / "server-artifacts")],
+        cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if requests.get(f"{uri}/health", timeout=2).ok:
+                    break
+            except requests.RequestException:
+                pass
+            assert proc.poll() is None, (tmp_path / "server.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, "mlflow server did not come up"
+            time.sleep(0.5)
+        yield uri
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        log.close()
+
+
+# Hydra's basic sweeper lists values; the default search space (group `sweep`) is the Optuna sweeper's.
+BASIC = ["~sweep", "hydra/sweeper=basic"]
+UTIL = "verl.actor_rollout_ref.rollout.gpu_memory_utilization=0.55"
+
+
+def child_runs(uri: str, parent: str) -> dict[str, object]:
+    """Child runs of `parent` by the stand-in mode they ran (else by their rollout util)."""
+    client = MlflowClient(uri)
+    exp = client.get_run(parent).info.experiment_id
+    runs = client.search_runs([exp], filter_string=f"tags.`mlflow.parentRunId` = '{parent}'")
+    util = "actor_rollout_ref.rollout.gpu_memory_utilization"
+    return {r.data.params.get("env.VERL_STANDIN_MODE", r.data.params.get(util)): r for r in runs}
+
+
+def mode_sweep(work: Path, base: list[str], study: str, modes: list[str], args: list[str]) -> dict:
+    """`python sweep.py -m` with Hydra's basic sweeper: one stand-in trial per VERL_STANDIN_MODE, nested
+    under a parent run created as the sweeper creates it. Its process, parent, child runs by mode, mark."""
+    from verlsweep.command.compose import compose_config
+    from verlsweep.tracking import sweep_run
+
+    uri = next(a.split("=", 1)[1] for a in base if a.startswith("tracking.uri="))
+    parent = sweep_run.start_sweep_run(compose_config(base), study, {"env.VERL_STANDIN_MODE": modes}, sampler="basic")
+    mark = new_mark()
+    proc = run_sweep(work, [*base, *BASIC, UTIL, f"tracking.parent_run_id={parent}", *args,
+                            "+env.VERL_STANDIN_MODE=" + ",".join(modes)], mark, multirun=True)
+    return {"proc": proc, "uri": uri, "parent": parent, "runs": child_runs(uri, parent), "mark": mark, "work": work}
