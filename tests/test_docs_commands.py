@@ -217,7 +217,9 @@ def test_documented_command_runs(command: Command, pages_root: Path, empty_mlflo
 
 
 def _checkout_entries() -> set[str]:
-    return {p.name for p in REPO.iterdir()} | {str(p) for p in (REPO / "outputs").glob("*/*")}
+    """What a sweep run from the checkout would leave there: stores, MLflow artifacts, run and sweep dirs."""
+    return ({p.name for p in REPO.iterdir() if p.suffix == ".db" or p.name in NOT_LINKED}
+            | {str(p) for p in (REPO / "outputs").glob("*/*")})
 
 
 # --- the checker itself ------------------------------------------------------------------------
@@ -295,5 +297,7 @@ def test_a_broken_documented_command_fails_its_case(tmp_path: Path, empty_mlflow
     page = Page(tmp_path / "page", empty_mlflow_db)
     proc = run(broken, page.root, page.work)
     assert proc.returncode != 0
-    assert failure(broken, proc).startswith("broken.md:2: `python sweep.py nosuchgroup=x dry_run=true` exited")
+    message = failure(broken, proc)
+    assert message.startswith("broken.md:2: `python sweep.py nosuchgroup=x dry_run=true` exited")
+    assert "nosuchgroup" in message.split("--- stderr", 1)[1]      # the command's own error is shown
     assert not list((page.work / "outputs").glob("runs/*/command.json"))
