@@ -7,7 +7,7 @@ Convention (also in docs/architecture.md):
   on); ``#`` comments are allowed. Each command is one test case with the id ``<file>:<line>``.
 * A ```bash block whose previous non-blank line is ``<!-- not run: <reason> -->`` is shown, not run
   (it needs an NPU/GPU node, a Slurm cluster, a long-running server such as ``mlflow ui``, or it
-  installs a venv: ``./quickstart`` itself is covered by tests/test_quickstart.py).
+  installs a venv: ``./quickstart`` itself is covered by tests/e2e/test_quickstart.py).
 * Output goes in ```console or ```text blocks, which are never run.
 
 The commands of one page run in order in one directory of their own, so a later command may read

@@ -1,6 +1,6 @@
 """Whole sweeps through the verlsweep sweeper, as real `python <app>.py -m ...` subprocesses.
 
-Most use tests/sweeper_app.py: the real conf/ tree and sweeper with a fast synthetic objective (a
+Most use tests/support/sweeper_app.py: the real conf/ tree and sweeper with a fast synthetic objective (a
 throughput landscape with an OOM cliff) in place of verl. The dry-run tests run the real sweep.py.
 Each test runs in its own tmp_path: storage file, sweep dirs and event logs stay there.
 """

@@ -1,7 +1,7 @@
 """Run one trial command as a supervised process tree, and make sure all of it is gone afterwards.
 
 - Own session (`start_new_session`): SIGTERM/SIGKILL go to the whole process group; Ray's workers,
-  which make their own groups, are still found by session id (tests/fixtures/REAL_VERL_NOTES.md).
+  which make their own groups, are still found by session id (tests/support/fixtures/REAL_VERL_NOTES.md).
 - Every process of the trial carries a marker variable in its environment. Ray's raylet, GCS and
   workers inherit the driver's environment (ray/_private/services.py start_ray_process passes the
   parent's env on), so processes that left the group or were re-parented are still found by it.
@@ -56,7 +56,7 @@ def ray_isolation(env: dict[str, str], ray_address: str | None) -> str | None:
     tmp = tempfile.mkdtemp(prefix=RAY_TMP_PREFIX)
     env["RAY_TMPDIR"] = tmp
     # a private instance needs no token auth; with it Ray 2.60 writes ~/.ray/auth_token for each new
-    # local cluster (tests/fixtures/REAL_VERL_NOTES.md, "Keeping Ray private")
+    # local cluster (tests/support/fixtures/REAL_VERL_NOTES.md, "Keeping Ray private")
     env.setdefault("RAY_AUTH_MODE", "disabled")
     env.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     return tmp

@@ -167,7 +167,7 @@ class StandinRun(TrackingMixin, FailureMixin):
             return self.fail_no_devices()
         if mode == "noisy":
             self.print_harmless()
-        if mode == "unschedulable":          # a real Ray that waits forever (tests/standin/ray_placement.py)
+        if mode == "unschedulable":          # a real Ray that waits forever (tests/support/standin/ray_placement.py)
             from tests.support.standin.ray_placement import wait_for_storage
             ray_init = OmegaConf.to_container(config.ray_kwargs.get("ray_init", {}), resolve=True)
             wait_for_storage(int(config.transfer_queue.backend.SimpleStorage.num_data_storage_units), ray_init)
