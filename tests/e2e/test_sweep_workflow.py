@@ -302,8 +302,8 @@ def test_detect_from_a_recorded_file_needs_the_recorded_nodes_host_memory(tmp_pa
 # --- install ----------------------------------------------------------------------------------------
 
 
-def test_the_readmes_cpu_install_takes_torch_from_pytorchs_cpu_index():
-    lines = [line.strip() for line in (REPO / "README.md").read_text().splitlines()]
+def test_the_install_guides_cpu_install_takes_torch_from_pytorchs_cpu_index():
+    lines = [line.strip() for line in (REPO / "docs" / "install.md").read_text().splitlines()]
     (torch_line,) = [line for line in lines if line.startswith("pip install torch==")]
     assert torch_line.endswith("--index-url https://download.pytorch.org/whl/cpu")
 
