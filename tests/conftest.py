@@ -30,6 +30,7 @@ def _module_fixture(item: pytest.Item) -> str | None:
     return None
 
 
+@pytest.hookimpl(tryfirst=True)    # before xdist reads the groups (its own hook, loadgroup)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Spread the suite over the xdist workers: the Ray/Slurm tests in one group; the tests sharing a
     module-scoped fixture in one group each, so the fixture (often a whole sweep) is built once rather than
