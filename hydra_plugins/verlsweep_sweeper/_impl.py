@@ -152,12 +152,10 @@ class VerlSweepImpl(Sweeper):
         return cfg
 
     def _compose_launch(self, overrides: list[str]) -> str:
-        """best_launch.sh: the trial's overrides, the long-run steps, composed and validated as a trial."""
-        from verlsweep.command.compose import build_command
-        from verlsweep.tracking.mlflow_runs import tracking_uri
+        """best_launch.sh: the trial's overrides and the long-run steps, prepared as a trial is."""
+        from verlsweep.prepare import prepare
 
         long = [*map(str, self.long_run.overrides), f"trial.steps={int(self.long_run.steps)}"]
         cfg = self._compose_trial([*overrides, *long])
-        trial = build_command(cfg, require_paths=False)
-        # paths missing here say nothing about the node: the script's variables name them there
-        return trial.to_launch_script(cfg, tracking_uri(cfg))
+        # dry: paths missing here say nothing about the node; the script's variables name them there
+        return prepare(cfg, dry=True, overrides=[]).launch_script()

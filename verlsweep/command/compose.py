@@ -9,7 +9,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from verlsweep.command.launch_script import export_lines, render_launch_script
+from verlsweep.command.launch_script import export_lines
 from verlsweep.command.paths import check_paths
 from verlsweep.command.rules import check_resolves, check_rules
 from verlsweep.command.verl_check import check_with_verl
@@ -43,12 +43,6 @@ class Command:
         body = [f"    {shlex.quote(o)}" for o in self.overrides]
         lines.append(" \\\n".join([head, *body]))
         return "\n".join(lines) + "\n"
-
-    def to_launch_script(self, cfg: DictConfig | None = None, tracking_uri: str | None = None) -> str:
-        """A script for a node in verl's recipe layout (launch_script.py): variables with defaults, the
-        overrides in arrays, extra arguments passed through. `cfg`: the composed config, whose env
-        roots stay unexpanded in the defaults."""
-        return render_launch_script(self, cfg, tracking_uri)
 
     def write(self, out_dir: Path) -> Path:
         out_dir.mkdir(parents=True, exist_ok=True)

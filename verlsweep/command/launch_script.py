@@ -195,16 +195,10 @@ def script_defaults(trial: Command, cfg: DictConfig | None) -> dict[str, str]:
     return {v.key: _default(v, values[v.key], cfg) for v in used}
 
 
-def render_launch_script(trial: Command, cfg: DictConfig | None, tracking_uri: str | None) -> str:
-    """The body of a node script for `trial` (after its header): variables with defaults, the trial's
-    environment, the overrides in arrays by section, the command with `"$@"` last. `cfg` is the
-    composed config the trial came from (for the unexpanded defaults; None: the composed values)."""
-    return render_script(trial, script_defaults(trial, cfg), tracking_uri)
-
-
 def render_script(trial: Command, defaults: Mapping[str, str], tracking_uri: str | None) -> str:
-    """render_launch_script with the variables' defaults already worked out (script_defaults); a
-    variable without one defaults to the trial's own value."""
+    """The body of a node script for `trial` (after its header): variables with `defaults`
+    (script_defaults; a variable without one defaults to the trial's own value), the trial's environment,
+    the overrides in arrays by section, the command with `"$@"` last."""
     values, used = _script_vars(trial)
     by_key: dict[str, str] = {}
     for var in used:
