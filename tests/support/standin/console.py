@@ -9,6 +9,7 @@ import pprint
 import re
 from typing import Any, TextIO
 
+# colorama's codes as Ray uses them (ray/_private/worker.py print_worker_logs, ray/exceptions.py)
 CYAN, YELLOW, FORE_RESET, RESET_ALL = "\x1b[36m", "\x1b[33m", "\x1b[39m", "\x1b[0m"
 _PID_COLOURS = ("\x1b[35m", "\x1b[36m", "\x1b[32m", "\x1b[90m", "\x1b[94m", "\x1b[95m")
 
