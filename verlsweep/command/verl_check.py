@@ -154,6 +154,8 @@ def check_with_verl(overrides: list[str], model_path_exists: bool) -> list[Probl
         with contextlib.redirect_stdout(io.StringIO()) as said:
             validate_config(vcfg, use_reference_policy=bool(need_reference_policy(vcfg)), use_critic=use_critic)
         log.debug("verl validate_config: %s", said.getvalue().strip())
-    except (AssertionError, ValueError, TypeError, OmegaConfBaseException) as exc:
+    except (AssertionError, ValueError, TypeError, OmegaConfBaseException, HydraException) as exc:
+        # a config dataclass's own assertion reaches us wrapped by hydra.utils.instantiate
+        # (InstantiationException, a HydraException): its message carries the assertion and the key
         problems.append(Problem("verl", None, f"verl's validate_config: {exc}", rule="verl validate_config"))
     return problems

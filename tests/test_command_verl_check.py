@@ -1,0 +1,91 @@
+"""verlsweep.command.verl_check: verl 0.9.1's own checks moved before launch. The type check mirrors
+OmegaConf's structured merge of a `_target_` node into its dataclass; composition errors name the
+verl key with a 'did you mean'; the registries list what they accept. tests/test_bad_input.py runs the
+same checks through build_command."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import pytest
+
+from verlsweep.command.verl_check import _matches, _type_check, check_with_verl
+
+TARGET = f"{__name__}.Outer"
+
+
+@dataclass
+class Inner:
+    size: int = 1
+
+
+@dataclass
+class Outer:
+    util: float = 0.5
+    name: str = "x"
+    eager: bool = False
+    limit: Optional[int] = None
+
+
+@pytest.mark.parametrize("value, expected, ok", [
+    (True, bool, True), (1, bool, False),                  # a bool is not an int and an int not a bool
+    (3, int, True), (True, int, False), (3.0, int, False),
+    (3, float, True), ("abc", float, False),
+    ("s", str, True), (5, str, True), ([1], str, False),
+    (None, Optional[int], True), (4, Optional[int], True), ("4", Optional[int], False),
+    ({"a": 1}, dict, True),                                 # containers are left to verl
+])
+def test_scalars_are_checked_as_omegaconfs_structured_merge_would(value, expected, ok):
+    assert _matches(value, expected) is ok
+
+
+def test_a_wrongly_typed_field_is_named_by_its_verl_key_and_dataclass_field():
+    node = {"_target_": TARGET, "util": "abc", "name": "ok", "eager": "yes", "limit": None,
+            "inner": {"_target_": f"{__name__}.Inner", "size": 2.5}}
+    problems = {p.key: p for p in _type_check(node, "actor_rollout_ref.rollout")}
+    assert set(problems) == {"verl.actor_rollout_ref.rollout.util", "verl.actor_rollout_ref.rollout.eager",
+                             "verl.actor_rollout_ref.rollout.inner.size"}
+    util = problems["verl.actor_rollout_ref.rollout.util"]
+    assert (util.value, util.allowed, util.rule) == ("abc", "a value of type float (Outer.util)", "verl types")
+    assert problems["verl.actor_rollout_ref.rollout.inner.size"].allowed == "a value of type int (Inner.size)"
+
+
+def test_a_node_without_a_dataclass_target_is_not_checked():
+    assert _type_check({"util": "abc"}, "x") == []
+    assert _type_check({"_target_": f"{__name__}.NoSuchClass", "util": "abc"}, "x") == []
+
+
+ROLLOUT = "actor_rollout_ref.rollout"
+
+
+@pytest.fixture
+def verl():
+    return pytest.importorskip("verl")
+
+
+def test_a_misspelt_verl_key_is_named_with_the_key_it_resembles(verl):
+    (problem,) = check_with_verl([f"{ROLLOUT}.gpu_memory_utilizaton=0.5"], model_path_exists=False)
+    assert problem.key == f"verl.{ROLLOUT}.gpu_memory_utilizaton" and problem.value == "0.5"
+    assert f"did you mean verl.{ROLLOUT}.gpu_memory_utilization" in problem.allowed
+    assert problem.rule == "verl compose"
+
+
+def test_an_unknown_estimator_lists_the_registered_ones(verl):
+    (problem,) = check_with_verl(["algorithm.adv_estimator=nope"], model_path_exists=False)
+    assert problem.key == "verl.algorithm.adv_estimator" and problem.rule == "verl registry"
+    assert "grpo" in problem.allowed and "remax" in problem.allowed
+
+
+MICRO = ["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2", f"{ROLLOUT}.log_prob_micro_batch_size_per_gpu=2",
+         "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=2", "algorithm.adv_estimator=grpo"]
+
+
+def test_a_config_verl_accepts_has_no_problem(verl):
+    assert check_with_verl(MICRO, model_path_exists=False) == []
+
+
+def test_an_assertion_of_verls_config_classes_is_a_problem_not_a_crash(verl):
+    """verl's dataclasses assert in __post_init__ and hydra's instantiate wraps the assertion."""
+    (problem,) = check_with_verl(MICRO[1:], model_path_exists=False)      # no actor micro batch size
+    assert problem.rule == "verl validate_config"
+    assert "ppo_micro_batch_size_per_gpu" in problem.allowed
