@@ -3,15 +3,16 @@
 Data flows one way:
 
     sweep.py -> sweeper (hydra_plugins/verlsweep_sweeper: thin, Hydra's side) -> study (verlsweep/study:
-    ask, run a batch, tell, outputs) -> Hydra launcher -> trial task (task.py) -> command (compose)
-    -> plan -> trial (run) -> tracking (track); reconcile, record and report after.
+    ask, run a batch, tell, outputs) -> Hydra launcher -> trial task (task.py) -> prepare (prepare.py:
+    command (compose) -> plan) -> trial (run) -> tracking (track); reconcile, record and report after.
+    The numbered list of docs/architecture.md is this order.
 
-Each stage is a subpackage that imports only `common` and the stages before it (its docstring's "May
-import:" line; tests/test_layout.py checks). task.py is the one module that wires a trial's stages;
-study orchestrates the sweep and nothing in verlsweep imports it, nor hydra_plugins. study_link.py is
-the Optuna link both the sweep and a trial process import; record is what the sweep and report's
-`--status --repair` share (how a result is told, the trial budget, trials.csv), below both. Optuna's
-private API is used in verlsweep/common/optuna_private.py only.
+Each stage is a subpackage that imports only `common` and the stages before it (its docstring's "May import:"
+line; tests/test_layout.py checks). task.py wires a trial's stages over the one PreparedTrial prepare.py
+builds; study orchestrates the sweep and nothing in verlsweep imports it, nor hydra_plugins. study_link.py is
+the Optuna link both the sweep and a trial process import; record is what the sweep and report's `--status
+--repair` share (how a result is told, the trial budget, trials.csv), below both. Optuna's private API is used
+in verlsweep/common/optuna_private.py only.
 """
 from pathlib import Path
 

@@ -1,4 +1,5 @@
-"""Stage 1, config -> verl command: a composed Hydra config becomes the exact argv and env of one trial.
+"""Compose (docs/architecture.md, stage 6, in prepare): a composed Hydra config becomes the exact argv and env
+of one trial.
 
 `compose` builds the Command (argv + env); `overrides` flattens the `verl:` node into verl's override syntax (with
 `verl_schema` telling schema keys from dynamic ones); `config_store` registers the config nodes YAML

@@ -1,5 +1,5 @@
-"""Stage 2, plan: predicted HBM per phase and tokens/s of colocated verl (FSDP trainer + vLLM rollout on
-each device), before a trial launches.
+"""Plan (docs/architecture.md, stage 6, in prepare): predicted HBM per phase and tokens/s of colocated verl
+(FSDP trainer + vLLM rollout on each device), before a trial launches.
 
     verdict = preflight(cfg)          # Preflight: HBM Verdict | None and Ray CPU check, before launch
     if blocks_launch(cfg, verdict):   # infeasible (memory beyond plan.margin_gb, or Ray CPUs) and plan.enforce

@@ -1,17 +1,18 @@
-"""Stage 5, report: what a sweep found, read back from its Optuna study: report.html (plots, the best
-config and its launch command, the OOM frontier per TP/offloads with what each side's trial proves,
-the planner's predictions next to the measurements) and the text status of a running study.
+"""Report (docs/architecture.md, after the stages): what a sweep found, read back from its Optuna study:
+report.html (plots, the best config and its launch command, the OOM frontier per TP/offloads with what each
+side's trial proves, the planner's predictions next to the measurements) and the text status of a running
+study.
 
     python -m verlsweep.report outputs/sweeps/<date>            # writes <dir>/report.html
     python -m verlsweep.report --storage sqlite:///verlsweep-optuna.db --study NAME --status
     python -m verlsweep.report outputs/sweeps/<date> --status --repair    # check, then reconcile
 
-May import: verlsweep.common and verlsweep.infer (the rules that say what a finished trial proves about
-its neighbours, for the frontier); for --status/--repair (status.py) also verlsweep.tracking, study_link and
-reconcile, which say where Optuna, MLflow and the sweep dir disagree and apply the rules a sweep applies
-on start, and record (tell a trial, re-run it once, rewrite trials.csv as the sweep does). Never
-verlsweep.study: it imports this package to write report.html. The report itself reads what the sweeper stored in the study (user attrs named in
-verlsweep.common.names), never the trial process or MLflow.
+May import: verlsweep.common and verlsweep.infer (the rules that say what a finished trial proves about its
+neighbours, for the frontier); for --status/--repair (status.py) also verlsweep.tracking, study_link and
+reconcile, which say where Optuna, MLflow and the sweep dir disagree and apply the rules a sweep applies on
+start, and record (tell a trial, re-run it once, rewrite trials.csv as the sweep does). Never verlsweep.study:
+it imports this package to write report.html. The report itself reads what the sweeper stored in the study
+(user attrs named in verlsweep.common.names), never the trial process or MLflow.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Stage 4, tracking: each trial's MLflow run (created before launch so verl joins it through
+"""Track (docs/architecture.md, stage 8): each trial's MLflow run (created before launch so verl joins it through
 MLFLOW_RUN_ID), its params, tags, metrics, artifacts and final status (`mlflow_runs`); the store and
 the study's experiment (`store`); the sweep's parent run (`sweep_run`); a study's runs (`study_runs`);
 device peaks (`system_metrics`).

@@ -1,4 +1,5 @@
-"""Stage 3, the trial process: launch one trial, supervise it, read its steps, decide its outcome.
+"""Run (docs/architecture.md, stage 7), the trial process: launch one trial, supervise it, read its steps,
+decide its outcome.
 
 `runners/` launch (verl, a recipe script, or the planner's estimate); `supervise` owns the process
 session, its private Ray and stopping the whole tree; `orphans` stops what a dead sweep's trial left
