@@ -62,11 +62,12 @@ def test_each_outcome_is_told_to_optuna_as_the_issue_specifies():
                                          TrialState.FAIL]
     assert [t.user_attrs["outcome"] for t in trials] == ["completed", "oom", "infeasible", "pruned", "crash",
                                                            "crash", "config_error", "crash"]
-    assert trials[0].constraints == {"memory": 0.0} and trials[0].values == [100.0]
+    # a new study stores constraints as the list optuna-dashboard reads (results.set_violation)
+    assert trials[0].system_attrs["constraints"] == [0.0] and trials[0].values == [100.0]
     # constraint violations: infeasible for Optuna, placeholder value = worst feasible so far
-    assert trials[1].constraints == {"memory": 1.0} and trials[1].values == [100.0]
+    assert trials[1].constraints == {"0": 1.0} and trials[1].values == [100.0]
     assert trials[1].user_attrs[_results.PLACEHOLDER_ATTR] is True
-    assert trials[2].constraints == {"memory": 1.0}
+    assert _results.violation(trials[2]) == 1.0
     assert study.best_trial.number == 0
     assert "RuntimeError: boom" in trials[5].user_attrs["excerpt"]
     assert [t.failed for t in (done, oom, infeasible, pruned, crash, exc, cfg_err, empty)] == [
@@ -103,6 +104,22 @@ def test_constraint_aware_samplers_accept_a_mix_of_feasible_and_violating_trials
         _results.tell(study, trial, ok(result), ["objective"])
     assert len(study.get_trials(states=(TrialState.COMPLETE,))) == 8
     assert study.best_trial.params["x"] <= 0.6
+
+
+def test_a_study_begun_with_keyed_constraints_keeps_them_so_gp_sees_one_set_of_keys():
+    """A study written before set_violation (trial.set_constraint("memory", v)) is resumed in its own form."""
+    study = optuna.create_study(direction="maximize", sampler=optuna.samplers.GPSampler(n_startup_trials=2, seed=0))
+    for x in (0.2, 0.9):                                  # as the sweeper of the previous release told them
+        trial = study.ask(fixed_distributions=SPACE)
+        trial.set_constraint(_results.CONSTRAINT_KEY, 1.0 if x > 0.6 else 0.0)
+        study.tell(trial, x)
+    for _ in range(4):
+        trial = study.ask(fixed_distributions=SPACE)
+        x = trial.params["x"]
+        _results.tell(study, trial, ok(TrialResult("oom") if x > 0.6 else TrialResult("completed", objective=x)),
+                      ["objective"])
+    assert {tuple(t.constraints) for t in study.get_trials()} == {(_results.CONSTRAINT_KEY,)}
+    assert all("constraints" not in t.system_attrs for t in study.get_trials())
 
 
 def test_tpe_puts_violating_trials_in_their_own_group():

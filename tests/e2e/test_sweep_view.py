@@ -149,6 +149,14 @@ def test_optuna_dashboard_serves_the_sweeps_study_from_its_storage_as_it_is(esti
             (summary,) = studies["study_summaries"]
             detail = requests.get(f"http://127.0.0.1:{port}/api/studies/{summary['study_id']}?after=0", timeout=30)
             assert detail.ok and len(detail.json()["trials"]) == N_TRIALS
+            # what the dashboard shows of each trial: a trial that did not fit is marked infeasible by its
+            # constraint (the dashboard reads only the list form: verlsweep.record.results.set_violation)
+            served = {t["number"]: (t["constraints"], {a["key"]: a["value"] for a in t["user_attrs"]})
+                      for t in detail.json()["trials"]}
+            failed = [n for n, (_, attrs) in served.items() if attrs.get("outcome") in ("oom", "infeasible")]
+            assert failed, served
+            assert all(served[n][0] and served[n][0][0] > 0 for n in failed), served
+            assert all(c == [0.0] for n, (c, a) in served.items() if a.get("outcome") == "completed")
         finally:
             os.killpg(proc.pid, signal.SIGTERM)
             try:

@@ -77,3 +77,11 @@ def should_skip_enqueue(study: "optuna.Study", params: Mapping[str, Any]) -> boo
     study.enqueue_trial(params, skip_if_exists=True) applies it but does not say whether it skipped,
     and the sweep counts what it enqueued against the trial budget (verlsweep.study.create.enqueue)."""
     return study._should_skip_enqueue(dict(params))
+
+
+def set_trial_system_attr(trial: "optuna.Trial", key: str, value: Any) -> None:
+    """Write a trial's system attr (verlsweep.record.results: its constraint in the list form).
+
+    Private: Trial.set_system_attr was removed from Optuna's public API (deprecated in 3.1); the storage
+    call needs the trial's id (trial_id). `trial.storage` is the public handle on the trial's storage."""
+    trial.storage.set_trial_system_attr(trial_id(trial), key, value)

@@ -26,7 +26,7 @@ def observed(trial: FrozenTrial) -> Observed | None:
     if trial.state == TrialState.PRUNED:
         outcome = "completed"            # it ran steps: it fit
     elif trial.state == TrialState.COMPLETE and outcome is None:
-        violated = any(v > 0 for v in (trial.system_attrs.get("constraints") or ()))
+        violated = any(v > 0 for v in trial.constraints.values())      # either form Optuna stores
         outcome = "oom" if violated else "completed"
     if outcome is None:
         return None

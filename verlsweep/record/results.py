@@ -1,7 +1,7 @@
 """What a job returned -> what Optuna is told.
 
     completed                 COMPLETE, values = the TrialResult values named by `objectives`
-    oom, infeasible,          COMPLETE with a violated constraint (trial.set_constraint, Optuna 5):
+    oom, infeasible,          COMPLETE with a violated constraint (set_violation):
     unschedulable             TPE puts such trials in their own group, GP models the constraint, and
                               best_trial/best_trials skip them. Optuna needs values for a COMPLETE
                               trial; the placeholder is the worst feasible value seen so far (flagged
@@ -13,6 +13,13 @@
 
 Every trial gets the same constraint key, feasible or not: Optuna's GP sampler requires it of all
 completed trials (optuna/samplers/_gp/sampler.py _get_constraint_vals_and_feasibility).
+
+Where a constraint is stored: Optuna 5.1 keeps two forms and reads both into FrozenTrial.constraints
+(optuna/study/_constrained_optimization.py): the list in system attr "constraints" (what its samplers'
+constraints_func writes, optuna/samplers/_base.py; key "0") and "constraints:<key>" (trial.set_constraint).
+optuna-dashboard 0.21 reads only the list (optuna_dashboard/_serializer.py), so with set_constraint it
+showed an oom trial as a plain result with its placeholder value. A new study gets the list; a study
+begun with the keyed form keeps it, so all of a study's trials keep one set of keys.
 """
 from __future__ import annotations
 
@@ -24,6 +31,7 @@ import optuna
 from hydra.core.utils import JobReturn, JobStatus
 from optuna.trial import TrialState
 
+from verlsweep.common import optuna_private
 from verlsweep.record import budget
 from verlsweep.common.errors import ConfigError
 from verlsweep.common.names import FAILURE_PHASE_ATTR, JOB_DIR_ATTR, PLACEHOLDER_ATTR, PREDICTED_ATTR
@@ -32,9 +40,28 @@ from verlsweep.common.result import CONSTRAINT_OUTCOMES, TrialResult
 # > 0: the trial did not fit (oom), was predicted not to (infeasible: HBM or Ray CPUs) or its Ray could
 # not place it (unschedulable). One key for all: the name stays as stored in existing studies.
 CONSTRAINT_KEY = "memory"
+LIST_CONSTRAINTS = "constraints"     # optuna.study._constrained_optimization._CONSTRAINTS_KEY
 NO_RESULT = "no_result"            # a job that returned nothing (dry run)
 RERUN_OUTCOMES = frozenset({"preempted"})   # re-run once (budget.rerun_once)
 _EXCERPT_CHARS = 2000
+
+
+def violation(trial: optuna.trial.FrozenTrial) -> float:
+    """How far a trial violated its constraint, in either stored form (0.0: feasible or none told)."""
+    return max(trial.constraints.values(), default=0.0)
+
+
+def _keyed_study(study: optuna.Study) -> bool:
+    return any(k.startswith(f"{LIST_CONSTRAINTS}:") for t in study.get_trials(deepcopy=False)
+               for k in t.system_attrs)
+
+
+def set_violation(study: optuna.Study, trial: optuna.Trial, value: float) -> None:
+    """Record the trial's constraint value in the form its study already uses (the list for a new one)."""
+    if _keyed_study(study):
+        trial.set_constraint(CONSTRAINT_KEY, value)
+    else:
+        optuna_private.set_trial_system_attr(trial, LIST_CONSTRAINTS, [float(value)])
 
 
 @dataclass
@@ -152,17 +179,17 @@ def tell(study: optuna.Study, trial: optuna.Trial, ret: JobReturn | None, object
             trial.set_user_attr("excerpt", excerpt)
             tell_state(study, trial, state=TrialState.FAIL)
             return Told(trial.number, "crash", TrialState.FAIL, None, excerpt)
-        trial.set_constraint(CONSTRAINT_KEY, 0.0)
+        set_violation(study, trial, 0.0)
         return _tell(study, trial, values, result, TrialState.COMPLETE)
 
     if result.outcome in CONSTRAINT_OUTCOMES:
         values = _placeholders(study, result, objectives)
-        trial.set_constraint(CONSTRAINT_KEY, 1.0)
+        set_violation(study, trial, 1.0)
         trial.set_user_attr(PLACEHOLDER_ATTR, True)
         return _tell(study, trial, values, result, TrialState.COMPLETE)
 
     if result.outcome == "pruned":
-        trial.set_constraint(CONSTRAINT_KEY, 0.0)
+        set_violation(study, trial, 0.0)
         tell_state(study, trial, state=TrialState.PRUNED)
         return Told(trial.number, "pruned", TrialState.PRUNED, None, result.excerpt)
 

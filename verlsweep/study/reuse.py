@@ -22,7 +22,7 @@ from typing import Any, Callable
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from verlsweep.record.results import CONSTRAINT_KEY, PLACEHOLDER_ATTR, Told, tell_state
+from verlsweep.record.results import PLACEHOLDER_ATTR, Told, set_violation, tell_state, violation
 from verlsweep.common.names import FAILURE_PHASE_ATTR, PREDICTED_ATTR, REUSED_FROM_ATTR, REUSED_RUN_ATTR
 
 log = logging.getLogger(__name__)
@@ -70,8 +70,7 @@ def tell_reused(study: optuna.Study, trial: optuna.Trial, source: FrozenTrial) -
     if source.user_attrs.get(PLACEHOLDER_ATTR):
         trial.set_user_attr(PLACEHOLDER_ATTR, True)
     outcome = str(source.user_attrs.get("outcome"))
-    trial.set_constraint(CONSTRAINT_KEY, float(source.constraints.get(CONSTRAINT_KEY, 0.0)) if source.constraints
-                         else 0.0)
+    set_violation(study, trial, violation(source))
     if source.state == TrialState.PRUNED:
         # the pruner and TPE rank a pruned trial by its steps: give them the same ones
         for step, value in sorted(source.intermediate_values.items()):
