@@ -64,7 +64,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from verlsweep.study import create as _study  # noqa: E402
+from verlsweep.record.budget import quiet_optuna  # noqa: E402
 from hydra_plugins.verlsweep_sweeper.config import GuideConfig  # noqa: E402
 
 import search_methods  # noqa: E402
@@ -80,7 +80,7 @@ def _job(args: tuple) -> tuple[str, str, int, Run]:
     # multiplies its run time many times over
     torch.set_num_threads(1)
     land, method, seed, budget, top_k, draws = args
-    with _study.quiet_optuna():
+    with quiet_optuna():
         return land.name, method, seed, run_method(method, land, seed, budget, top_k, draws)
 
 
@@ -105,7 +105,6 @@ def _arguments() -> argparse.Namespace:
                         help="planner landscapes: each throughput constant x U(1-e, 1+e)")
     parser.add_argument("--hidden-memory-error", type=float, default=0.1,
                         help="planner landscapes: predicted GiB x U(1-e, 1+e)")
-    args = parser.parse_args()
     return parser.parse_args()
 
 

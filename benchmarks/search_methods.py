@@ -16,6 +16,7 @@ import optuna  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
 from verlsweep.record import results as _results  # noqa: E402
+from verlsweep.record.budget import quiet_optuna  # noqa: E402
 from verlsweep.study import create as _study, guide as _guide, reuse as _reuse, space as _space  # noqa: E402
 from hydra_plugins.verlsweep_sweeper.config import (BoundarySamplerConfig, GuideConfig, MedianPrunerConfig,  # noqa: E402
                                                     TPESamplerConfig)
@@ -129,7 +130,7 @@ def run_method(method: str, land: Landscape, seed: int, budget: float, top_k: in
     if method in ("verlsweep", "tpe+guide"):
         predictions = _guide.predict(land.guide, draws, GuideConfig().error, seed) if land.planner is not None else []
         if method == "verlsweep":
-            # hydra/sweeper/sampler/boundary as _study.build_sampler makes it, the guide's prior as _impl sets it
+            # hydra/sweeper/sampler/boundary as _study.build_sampler makes it, the guide's prior as verlsweep/study/loop.py sets it
             sampler = _study.build_sampler(OmegaConf.structured(BoundarySamplerConfig(seed=seed)), sp)
             if predictions:
                 sampler.prior = _guide.prior(predictions, sp)
@@ -150,7 +151,7 @@ def run_method(method: str, land: Landscape, seed: int, budget: float, top_k: in
     if method == "tpe oom=FAIL":
         return _drive(_new_study(optuna.samplers.TPESampler(seed=seed)), land, sp, target, budget, told="fail")
     if method == "gp":
-        with _study.quiet_optuna():
+        with quiet_optuna():
             sampler = optuna.samplers.GPSampler(seed=seed)
         return _drive(_new_study(sampler), land, sp, target, budget, told="constraint")
     raise ValueError(method)

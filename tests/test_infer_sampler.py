@@ -5,7 +5,8 @@ import optuna
 import pytest
 
 from verlsweep.infer.rules import OFFLOADS, TP, UTIL, Observed, decide
-from verlsweep.infer.sampler import PHASE_ATTR, BoundarySampler, observed
+from verlsweep.infer.evidence import PHASE_ATTR, observed
+from verlsweep.infer.sampler import BoundarySampler
 
 DISTS = {UTIL: optuna.distributions.FloatDistribution(0.3, 0.95, step=0.05),
          TP: optuna.distributions.CategoricalDistribution((1, 2, 4, 8)),

@@ -8,7 +8,8 @@ import pytest
 from omegaconf import OmegaConf
 
 from verlsweep.command.compose import compose_config
-from verlsweep.plan.inputs import NotPlannable, from_cfg
+from verlsweep.plan.inputs import from_cfg
+from verlsweep.plan.trial_spec import NotPlannable
 from verlsweep.plan.trial_spec import PlanInputs
 from verlsweep.plan.verl_config import DEFAULT_CUDAGRAPH_MODE, VERL_DEFAULTS, VerlValues, default_capture_sizes
 

@@ -9,9 +9,10 @@ from omegaconf import OmegaConf
 from verlsweep import CONF_DIR
 from verlsweep.command.compose import compose_config
 from verlsweep.plan import blocks_launch, calibration, from_cfg, plan, plan_cfg, preflight
-from verlsweep.plan.inputs import VERL_DEFAULTS
+from verlsweep.plan.verl_config import VERL_DEFAULTS
 from verlsweep.plan.lengths import clipped_gamma_mean, gamma_p, worst_lengths
-from verlsweep.plan.memory import micro_tokens, plan_memory
+from verlsweep.plan.memory import plan_memory
+from verlsweep.plan.trainer_memory import micro_tokens
 
 CAL = calibration.load()
 C = CAL.constants

@@ -11,11 +11,13 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from verlsweep.tracking import mlflow_runs as tracking
+from verlsweep.tracking import store as tracking_store
 from verlsweep.tracking import sweep_run
 from verlsweep.command.compose import compose_config
 from verlsweep.trial.metrics import StepLog
 from verlsweep.common.result import OUTCOMES, TrialResult
-from verlsweep.tracking.mlflow_runs import TrackingUnavailable, TrialRun
+from verlsweep.tracking.mlflow_runs import TrialRun
+from verlsweep.tracking.store import TrackingUnavailable
 
 
 def cfg_for(uri: str, *overrides: str):
@@ -26,7 +28,7 @@ def cfg_for(uri: str, *overrides: str):
 def test_relative_sqlite_uri_is_made_absolute_for_trials_running_in_their_own_dir(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     cfg = cfg_for("sqlite:///mlflow.db")
-    assert tracking.tracking_uri(cfg) == f"sqlite:///{tmp_path.resolve()}/mlflow.db"
+    assert tracking_store.tracking_uri(cfg) == f"sqlite:///{tmp_path.resolve()}/mlflow.db"
 
 
 def test_uri_defaults_to_mlflow_tracking_uri_env_and_command_line_wins(monkeypatch):
@@ -180,8 +182,8 @@ def test_a_sweeps_experiment_is_model_training_with_its_trials_view_as_a_shared_
     parent = sweep_run.start_sweep_run(cfg, "kind-study", {})
     client = MlflowClient(store)
     exp = client.get_experiment(client.get_run(parent).info.experiment_id)
-    assert exp.tags[tracking.EXPERIMENT_KIND_TAG] == "custom_model_development"
-    view = json.loads(exp.tags[tracking.SHARED_VIEW_TAG])
+    assert exp.tags[tracking_store.EXPERIMENT_KIND_TAG] == "custom_model_development"
+    view = json.loads(exp.tags[tracking_store.SHARED_VIEW_TAG])
     assert view["selectedColumns"][:2] == ["tags.`trial.outcome`", "metrics.`objective`"]
     assert view["searchFilter"] == "tags.`trial.number` != ''" and view["orderByKey"] == "metrics.`objective`"
     # the filter is one MLflow's search accepts, and it finds the trials, not the sweep's parent run
@@ -189,7 +191,7 @@ def test_a_sweeps_experiment_is_model_training_with_its_trials_view_as_a_shared_
                                    f"tracking.parent_run_id={parent}"), {})
     found = {r.info.run_id for r in client.search_runs([exp.experiment_id], filter_string=view["searchFilter"])}
     assert found == {trial.run_id}
-    assert "workflowType=machine_learning" in tracking.ui_path(exp.experiment_id)
+    assert "workflowType=machine_learning" in tracking_store.ui_path(exp.experiment_id)
 
 
 def test_parent_runs_of_one_study_carry_a_running_index(store):

@@ -88,7 +88,7 @@ def prepare(cfg: DictConfig, *, dry: bool = False, overrides: list[str] | None =
         knobs=tuple(knobs_mod.knobs(cfg, jobs, prefixes=("verl.",))),
         log_tail_lines=int(OmegaConf.select(cfg, "tracking.log_tail_lines", default=200)),
     )
-    from verlsweep.tracking.mlflow_runs import tracking_uri     # mlflow is imported only when prepared
+    from verlsweep.tracking.store import tracking_uri     # mlflow is imported only when prepared
 
     number, label = cfg.trial.get("number"), cfg.trial.get("label")
     return PreparedTrial(

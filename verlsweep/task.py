@@ -30,7 +30,8 @@ from verlsweep.prepare import PreparedTrial, prepare
 from verlsweep.trial.runners import Plan, RunDetails
 from verlsweep.tracking.system_metrics import DevicePeak, TrialMonitor
 from verlsweep.trial import devices
-from verlsweep.tracking.mlflow_runs import TrackingUnavailable, TrialRun, redact_env
+from verlsweep.tracking.mlflow_runs import TrialRun, redact_env
+from verlsweep.tracking.store import TrackingUnavailable
 
 log = logging.getLogger("verlsweep")
 

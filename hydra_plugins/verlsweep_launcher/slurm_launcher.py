@@ -147,6 +147,7 @@ class VerlSweepSlurmLauncher(SlurmLauncher):
         assert self.config is not None
         if not OmegaConf.select(self.config, "tracking.enabled", default=False):
             return None
-        from verlsweep.tracking.mlflow_runs import record_slurm_job, tracking_uri
+        from verlsweep.tracking.mlflow_runs import record_slurm_job
+        from verlsweep.tracking.store import tracking_uri
 
         return record_slurm_job(tracking_uri(self.config), job_id, state, outcome)

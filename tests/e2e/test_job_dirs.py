@@ -9,7 +9,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from tests.support.trial_helpers import copy_store, new_mark, run_sweep
+from tests.support.trial_helpers import new_mark, run_sweep
 
 pytestmark = pytest.mark.slow
 

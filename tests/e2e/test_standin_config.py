@@ -6,7 +6,6 @@ import ast
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 

@@ -19,7 +19,7 @@ from optuna.distributions import BaseDistribution
 from optuna.trial import FrozenTrial, TrialState
 
 from verlsweep.common.distributions import discrete_values
-from verlsweep.infer.evidence import OUTCOME_ATTR, PHASE_ATTR, evidence, observed  # noqa: F401 - re-exported
+from verlsweep.infer.evidence import evidence
 from verlsweep.infer.rules import KNOBS, OFFLOADS, TP, UTIL, Observed, infer
 
 

@@ -13,7 +13,8 @@ table / detect / refit (the `python -m verlsweep.plan` subcommands).
 May import: verlsweep.common, verlsweep.command (to compose a config). Never the trial process,
 tracking or the sweeper.
 """
-from verlsweep.plan.inputs import NotPlannable, PlanInputs, from_cfg
+from verlsweep.plan.inputs import from_cfg
+from verlsweep.plan.trial_spec import NotPlannable, PlanInputs
 from verlsweep.plan.verdict import Preflight, Verdict, blocks_launch, load_calibration, plan, plan_cfg, preflight
 
 

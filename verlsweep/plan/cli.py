@@ -52,7 +52,8 @@ def _table_parser() -> argparse.ArgumentParser:
 
 def cmd_table(argv: list[str]) -> int:
     from verlsweep.command.compose import compose_config
-    from verlsweep.plan.inputs import NotPlannable, from_cfg
+    from verlsweep.plan.inputs import from_cfg
+    from verlsweep.plan.trial_spec import NotPlannable
     from verlsweep.plan.table import DEFAULT_UTILS, grid, render
     from verlsweep.plan.verdict import load_calibration
     from verlsweep.command.topology import tp_choices

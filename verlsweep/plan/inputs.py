@@ -14,8 +14,8 @@ from typing import Any
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
-from verlsweep.plan.trial_spec import Hardware, Model, NotPlannable, PlanInputs, Role, Rollout  # noqa: F401
-from verlsweep.plan.verl_config import (DEFAULT_CUDAGRAPH_MODE, VERL_DEFAULTS, VerlValues,  # noqa: F401
+from verlsweep.plan.trial_spec import Hardware, Model, NotPlannable, PlanInputs, Role, Rollout
+from verlsweep.plan.verl_config import (DEFAULT_CUDAGRAPH_MODE, VerlValues,
                                         default_capture_sizes)
 
 _DTYPE_BYTES = {"fp32": 4, "float32": 4, "bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2}

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from verlsweep.common.names import GIB
 from verlsweep.plan.calibration import Constants
 from verlsweep.plan.lengths import Lengths, worst_lengths
-from verlsweep.plan.trainer_memory import (micro_tokens, pass_memory, resident, states,  # noqa: F401
+from verlsweep.plan.trainer_memory import (resident, states,
                                            trainer_phases)
 from verlsweep.plan.trial_spec import PlanInputs
 

@@ -8,7 +8,8 @@ from omegaconf import DictConfig
 from verlsweep.command.compose import compose_config
 from verlsweep.plan.calibration import Calibration, Point
 from verlsweep.plan.fit import Sample
-from verlsweep.plan.inputs import PlanInputs, from_cfg
+from verlsweep.plan.inputs import from_cfg
+from verlsweep.plan.trial_spec import PlanInputs
 
 
 @lru_cache(maxsize=256)

@@ -21,7 +21,8 @@ from verlsweep.common.names import PEAK_MEMORY_METRIC
 from verlsweep.plan import calibration as calibration_mod
 from verlsweep.plan.calibration import Calibration
 from verlsweep.plan.fit import FitResult, Sample, fit
-from verlsweep.plan.inputs import NotPlannable, from_cfg
+from verlsweep.plan.inputs import from_cfg
+from verlsweep.plan.trial_spec import NotPlannable
 from verlsweep.plan.points import samples as point_samples
 
 log = logging.getLogger(__name__)

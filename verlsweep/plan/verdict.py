@@ -10,7 +10,8 @@ from omegaconf import DictConfig
 from verlsweep.plan import calibration as calibration_mod
 from verlsweep.plan import ray_demand
 from verlsweep.plan.calibration import Calibration
-from verlsweep.plan.inputs import NotPlannable, PlanInputs, from_cfg
+from verlsweep.plan.inputs import from_cfg
+from verlsweep.plan.trial_spec import NotPlannable, PlanInputs
 from verlsweep.plan.lengths import expected_lengths
 from verlsweep.plan.memory import MEANING, Check, concurrency, plan_memory
 from verlsweep.plan.throughput import plan_throughput

@@ -17,7 +17,7 @@ from verlsweep.reconcile import check, sessions
 from verlsweep.record import budget, results, trials_csv
 from verlsweep.common.names import OBJECTIVES_ATTR, TRACKING_ATTR
 from verlsweep.study_link import absolute_storage_url, open_storage
-from verlsweep.tracking import mlflow_runs, study_runs
+from verlsweep.tracking import store, study_runs
 
 DEFAULT_GRACE_S = 90.0          # the sweeper's default: 3 x hydra.sweeper.heartbeat_interval (30 s)
 DEFAULT_STOP_GRACE_S = 30.0     # runner.grace_period's default
@@ -74,7 +74,7 @@ def _tracking(study: Any, target: Target) -> check.Tracking | None:
     uri = target.tracking_uri or recorded.get("uri")
     if not uri:
         return None
-    client = mlflow_runs.client_for(uri)
+    client = store.client_for(uri)
     exp = study_runs.experiment_id(client, recorded.get("experiment") or study.study_name)
     found = study_runs.parents(client, exp, study.study_name) if exp else []
     return check.Tracking(client, exp, found[0].info.run_id if found else None)

@@ -16,7 +16,7 @@ from typing import Any, Mapping
 from omegaconf import DictConfig, OmegaConf
 
 from verlsweep.reconcile.check import Tracking
-from verlsweep.tracking import mlflow_runs, study_runs, sweep_run
+from verlsweep.tracking import mlflow_runs, store, study_runs, sweep_run
 
 log = logging.getLogger(__name__)
 
@@ -30,21 +30,21 @@ def enabled(config: DictConfig) -> bool:
 
 def where(config: DictConfig, study_name: str) -> dict[str, str]:
     """{uri, experiment} of the study's runs, kept with the study for `verlsweep.report`."""
-    return {"uri": mlflow_runs.tracking_uri(config), "experiment": mlflow_runs.experiment_name(config, study_name)}
+    return {"uri": store.tracking_uri(config), "experiment": store.experiment_name(config, study_name)}
 
 
 def start_parent_run(config: DictConfig, study_name: str, search_space: Mapping[str, Any], *, sampler: str,
                      sweep_name: str | None, session: str, others_alive: bool) -> Tracking | None:
     """The study's parent run (continued, joined or new) and the store, or None when not tracked.
 
-    An unusable store raises verlsweep.tracking.mlflow_runs.TrackingUnavailable (a ConfigError): before any trial.
+    An unusable store raises verlsweep.tracking.store.TrackingUnavailable (a ConfigError): before any trial.
     `others_alive`: another sweep process works on the study now (its parent run is RUNNING for it).
     """
     if not enabled(config):
         return None
-    client = mlflow_runs.client_for(mlflow_runs.tracking_uri(config))
-    name = mlflow_runs.experiment_name(config, study_name)
-    exp = mlflow_runs.ensure_experiment(client, name, mlflow_runs.artifact_location(config, name))
+    client = store.client_for(store.tracking_uri(config))
+    name = store.experiment_name(config, study_name)
+    exp = store.ensure_experiment(client, name, store.artifact_location(config, name))
     existing = study_runs.parents(client, exp, study_name)
     new = bool(OmegaConf.select(config, "tracking.new_parent_run", default=False))
     if existing and not new:
@@ -89,14 +89,14 @@ def update_parent_run(config: DictConfig, run_id: str | None, step: int, metrics
 
 def ui_hint(config: DictConfig, run_id: str) -> str:
     """How to look at the sweep in the MLflow UI (the runs table with the sweep's columns)."""
-    uri = mlflow_runs.tracking_uri(config)
+    uri = store.tracking_uri(config)
     try:
-        exp_id = mlflow_runs.client_for(uri).get_run(run_id).info.experiment_id
+        exp_id = store.client_for(uri).get_run(run_id).info.experiment_id
     except Exception:  # noqa: BLE001 - only a hint
         return f"MLflow: parent run {run_id} in {uri}"
     remote = uri.startswith(("http://", "https://"))
     serve = f"open {uri.rstrip('/')}" if remote else f"mlflow ui --backend-store-uri {uri}"
     base = uri.rstrip("/") if remote else "http://127.0.0.1:5000"
-    return (f"MLflow: {serve}  ->  {base}{mlflow_runs.ui_path(exp_id)}\n"
+    return (f"MLflow: {serve}  ->  {base}{store.ui_path(exp_id)}\n"
             "  (opens on the study's trials, best objective first; the sweep's own run with its best so far and "
             "report: Exit shared view)")

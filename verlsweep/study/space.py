@@ -97,21 +97,6 @@ class SearchSpace:
         return {**{k: describe(d) for k, d in self.distributions.items()}, **dict(self.fixed)}
 
 
-def describe(self) -> dict[str, str]:
-        return {**{k: describe(d) for k, d in self.distributions.items()}, **dict(self.fixed)}
-
-
-def discrete_values(dist: BaseDistribution, decimals: int | None = None) -> list[Any] | None:
-    if isinstance(dist, CategoricalDistribution):
-        return list(dist.choices)
-    if isinstance(dist, IntDistribution) and not dist.log:
-        return list(range(dist.low, dist.high + 1, dist.step))
-    if isinstance(dist, FloatDistribution) and dist.step is not None:
-        n = int(round((dist.high - dist.low) / dist.step))
-        return [round(dist.low + i * dist.step, decimals if decimals is not None else 12) for i in range(n + 1)]
-    return None
-
-
 def describe(dist: BaseDistribution) -> str:
     if isinstance(dist, CategoricalDistribution):
         return "choice(" + ",".join(format_value(c) for c in dist.choices) + ")"

@@ -50,10 +50,7 @@ from omegaconf import DictConfig, OmegaConf
 from verlsweep.common.labels import trial_label
 from verlsweep.common.names import MLFLOW_RUN_ID_ENV, MLFLOW_URI_ENV, PEAK_MEMORY_METRIC, REDACTED, SECRET_NAME
 from verlsweep.common.result import TrialResult
-from verlsweep.tracking.store import (DEFAULT_EXPERIMENT, EXPERIMENT_KIND_TAG, MODEL_TRAINING_KIND,  # noqa: F401
-                                      SHARED_VIEW, SHARED_VIEW_KEY, SHARED_VIEW_TAG, TRIALS_FILTER,
-                                      TrackingUnavailable, artifact_location, client_for, ensure_experiment,
-                                      experiment_name, tracking_uri, ui_path)
+from verlsweep.tracking.store import artifact_location, client_for, ensure_experiment, experiment_name, tracking_uri
 
 log = logging.getLogger("verlsweep.tracking.mlflow_runs")
 

@@ -147,7 +147,7 @@ def step_metrics(verdict: Verdict, step: int, rng: random.Random, noise: float, 
 
 def failure_text(verdict: Verdict, spec: RunSpec) -> str:
     """The error a real run would print at the binding constraint (docs/ascend.md, Error signatures;
-    the texts and their sources are the rows of verlsweep.trial.patterns)."""
+    the texts and their sources are the rows of verlsweep.common.patterns)."""
     check = verdict.checks[verdict.binding]
     hardware: Hardware = spec.hardware
     # the planner has read hbm_usable_gb to predict at all; its capacity is the fallback

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from verlsweep.trial.patterns import INSTALLED, PATTERNS, Pattern, Source
+from verlsweep.common.patterns import INSTALLED, PATTERNS, Pattern, Source
 
 # printf / str.format placeholders of a format string (C++ `%s %d %f`, Python `{name}`)
 _PLACEHOLDER = re.compile(r"\{[^{}]*\}|%[-+ #0]*\d*(?:\.\d+)?l*[sdfu]")
