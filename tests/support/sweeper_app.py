@@ -1,4 +1,4 @@
-"""A fast stand-in for verlsweep.task.run, used by the sweep's tests (tests/test_study_loop.py, ...).
+"""A fast stand-in for verlsweep.task.run, used by the sweep's tests (tests/e2e/test_study_*_sweeps.py).
 
 The real conf/ tree and the real sweeper, but instead of verl a synthetic landscape over the
 rollout_memory knobs: throughput grows with the rollout's KV cache (gpu_memory_utilization x HBM

@@ -21,7 +21,7 @@ import yaml
 
 from verlsweep.common.names import REUSED_FROM_ATTR
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 APP = ROOT / "tests" / "support" / "sweeper_app.py"
 SWEEP_PY = ROOT / "sweep.py"
 DB = "verlsweep-optuna.db"

@@ -16,7 +16,7 @@ from tests.support.trial_helpers import copy_store
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 UTIL = "verl.actor_rollout_ref.rollout.gpu_memory_utilization"
 
 
