@@ -48,7 +48,7 @@ def test_a_sweep_tells_unschedulable_trials_to_the_sampler_and_goes_on(tiny_mode
     uri = copy_store(empty_mlflow_db, tmp_path)
     mark = new_mark()
     args = [*tiny_overrides(tiny_model_dir, gsm8k_dir, tmp_path / "out", uri), standin_entrypoint(),
-            "verl.ray_kwargs.ray_init.num_cpus=2", "~sweep", "+env.VERL_STANDIN_MODE=choice(ok,unschedulable)",
+            "verl.ray_kwargs.ray_init.num_cpus=2", "~space", "+env.VERL_STANDIN_MODE=choice(ok,unschedulable)",
             "hydra/sweeper/sampler=grid", "hydra.sweeper.n_trials=2", f"hydra.sweep.dir={tmp_path / 'sweep'}"]
     proc = run_sweep(tmp_path, args, mark, multirun=True, timeout=400)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -58,6 +58,6 @@ def test_a_sweep_tells_unschedulable_trials_to_the_sampler_and_goes_on(tiny_mode
     by_outcome = {t.user_attrs["outcome"]: t for t in trials}
     assert set(by_outcome) == {"completed", "unschedulable"}
     told = by_outcome["unschedulable"]
-    assert told.state == optuna.trial.TrialState.COMPLETE and told.constraints == {"memory": 1.0}
+    assert told.state == optuna.trial.TrialState.COMPLETE and told.constraints == {"0": 1.0}    # the list form (record.results.set_violation)
     assert "never place" in told.user_attrs["excerpt"]
     assert survivors(mark) == []

@@ -111,7 +111,7 @@ def serve(backend_uri: str, tmp_path: Path) -> Iterator[str]:
 
 
 # Hydra's basic sweeper lists values; the default search space (group `sweep`) is the Optuna sweeper's.
-BASIC = ["~sweep", "hydra/sweeper=basic"]
+BASIC = ["~space", "hydra/sweeper=basic"]
 UTIL = "verl.actor_rollout_ref.rollout.gpu_memory_utilization=0.55"
 
 
