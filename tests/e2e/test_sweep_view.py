@@ -11,7 +11,7 @@ from mlflow.tracking import MlflowClient
 
 from tests.support.browser import Browser, chromium
 from tests.support.trial_helpers import copy_store, free_port, new_mark, run_sweep, serve, survivors
-from verlsweep.tracking import mlflow_runs as tracking
+from verlsweep.tracking import store as tracking
 
 pytestmark = pytest.mark.slow
 
