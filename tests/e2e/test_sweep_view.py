@@ -7,10 +7,11 @@ import re
 from pathlib import Path
 
 import pytest
+import requests
 from mlflow.tracking import MlflowClient
 
 from tests.support.browser import Browser, chromium
-from tests.support.trial_helpers import copy_store, free_port, new_mark, run_sweep, serve, survivors
+from tests.support.trial_helpers import copy_store, new_mark, run_sweep, serve, serve_dashboard, survivors
 from verlsweep.tracking import store as tracking
 
 pytestmark = pytest.mark.slow
@@ -122,45 +123,53 @@ def test_report_html_renders_every_plot_offline_in_a_browser(estimate_sweep, tmp
 def test_optuna_dashboard_serves_the_sweeps_study_from_its_storage_as_it_is(estimate_sweep, tmp_path):
     """README: `optuna-dashboard sqlite:///verlsweep-optuna.db` (the `ui` extra)."""
     pytest.importorskip("optuna_dashboard")
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
-
-    import requests
-
-
-    port = free_port()
     storage = f"sqlite:///{estimate_sweep['cwd'] / 'verlsweep-optuna.db'}"
-    code = "import sys; from optuna_dashboard._cli import main; sys.exit(main())"
-    with (tmp_path / "dashboard.log").open("w") as log:
-        proc = subprocess.Popen([sys.executable, "-c", code, storage, "--host", "127.0.0.1", "--port", str(port)],
-                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    studies = requests.get(f"http://127.0.0.1:{port}/api/studies", timeout=2).json()
-                    break
-                except (requests.RequestException, ValueError):
-                    assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "dashboard.log").read_text()
-                    time.sleep(0.5)
-            (summary,) = studies["study_summaries"]
-            detail = requests.get(f"http://127.0.0.1:{port}/api/studies/{summary['study_id']}?after=0", timeout=30)
-            assert detail.ok and len(detail.json()["trials"]) == N_TRIALS
-            # what the dashboard shows of each trial: a trial that did not fit is marked infeasible by its
-            # constraint (the dashboard reads only the list form: verlsweep.record.results.set_violation)
-            served = {t["number"]: (t["constraints"], {a["key"]: a["value"] for a in t["user_attrs"]})
-                      for t in detail.json()["trials"]}
-            failed = [n for n, (_, attrs) in served.items() if attrs.get("outcome") in ("oom", "infeasible")]
-            assert failed, served
-            assert all(served[n][0] and served[n][0][0] > 0 for n in failed), served
-            assert all(c == [0.0] for n, (c, a) in served.items() if a.get("outcome") == "completed")
-        finally:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:     # gunicorn's graceful shutdown waits for its workers
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+    with serve_dashboard(storage, tmp_path) as url:
+        (summary,) = requests.get(f"{url}/api/studies", timeout=30).json()["study_summaries"]
+        detail = requests.get(f"{url}/api/studies/{summary['study_id']}?after=0", timeout=30)
+    assert detail.ok and len(detail.json()["trials"]) == N_TRIALS
+    # what the dashboard shows of each trial: a trial that did not fit is marked infeasible by its
+    # constraint (the dashboard reads only the list form: verlsweep.record.results.set_violation)
+    served = {t["number"]: (t["constraints"], {a["key"]: a["value"] for a in t["user_attrs"]})
+              for t in detail.json()["trials"]}
+    failed = [n for n, (_, attrs) in served.items() if attrs.get("outcome") in ("oom", "infeasible")]
+    assert failed, served
+    assert all(served[n][0] and served[n][0][0] > 0 for n in failed), served
+    assert all(c == [0.0] for n, (c, a) in served.items() if a.get("outcome") == "completed")
+
+
+@needs_chromium
+def test_optuna_dashboard_in_a_browser_draws_trials_that_did_not_fit_as_infeasible_not_as_results(
+        estimate_sweep, tmp_path):
+    """24.4: the dashboard's history plot puts a trial whose constraint is violated in its own grey
+    "Infeasible Trial of <study>" series and leaves it out of the best-value line, so the placeholder
+    value an infeasible trial carries in Optuna is never drawn as a result (optuna-dashboard 0.21's
+    history plot: feasible = every constraint <= 0)."""
+    pytest.importorskip("optuna_dashboard")
+    storage = f"sqlite:///{estimate_sweep['cwd'] / 'verlsweep-optuna.db'}"
+    optuna = pytest.importorskip("optuna")
+    (study,) = optuna.get_all_study_summaries(storage)
+    trials = optuna.load_study(study_name=study.study_name, storage=storage).trials
+    did_not_fit = sorted(t.number for t in trials if t.user_attrs.get("outcome") in ("oom", "infeasible"))
+    completed = sorted(t.number for t in trials if t.user_attrs.get("outcome") == "completed")
+    assert did_not_fit and completed
+    with serve_dashboard(storage, tmp_path) as url, Browser() as browser:
+        browser.open(f"{url}/dashboard/studies/{study._study_id}")
+        # plotly keeps each drawn series on its div: name, mode, x (trial numbers) and y of every series
+        series = "[...document.querySelectorAll('.js-plotly-plot')].flatMap(p => (p.data || [])" \
+                 ".map(d => [d.name || '', d.mode || '', (d.x || []).map(Number), (d.y || []).map(Number)]))"
+        browser.wait_for(f"{series}.some(s => s[0].startsWith('Infeasible Trial of'))")
+        drawn = browser.eval(series)
+        browser.screenshot(tmp_path / "dashboard_history.png")
+    infeasible = [s for s in drawn if s[0] == f"Infeasible Trial of {study.study_name}"]
+    # the feasible series is named after the objective ("<objective> of <study>")
+    feasible = [s for s in drawn if s[1] == "markers" and s[0].endswith(f" of {study.study_name}")
+                and not s[0].startswith(("Infeasible Trial", "Unselected Trial"))]
+    best_line = [s for s in drawn if s[0] == f"Best Value of {study.study_name}"]
+    assert len(infeasible) == 1 and len(feasible) == 1 and len(best_line) == 1, drawn
+    assert sorted(infeasible[0][2]) == did_not_fit, drawn         # x is the trial number
+    assert set(completed) <= set(feasible[0][2]) and not set(did_not_fit) & set(feasible[0][2]), drawn
+    # the best-value line steps only on completed trials' values (it runs on flat to the last trial)
+    values = {t.number: t.value for t in trials}
+    assert set(best_line[0][3]) <= {values[n] for n in completed}, drawn
+    assert (tmp_path / "dashboard_history.png").stat().st_size > 10_000

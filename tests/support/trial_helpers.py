@@ -82,22 +82,37 @@ def free_port() -> int:
 def serve(backend_uri: str, tmp_path: Path) -> Iterator[str]:
     """`mlflow server` on 127.0.0.1 (a free port) for `backend_uri`; its URL, stopped on exit."""
     port = free_port()
-    uri = f"http://127.0.0.1:{port}"
-    log = (tmp_path / "server.log").open("w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
-         "--backend-store-uri", backend_uri, "--artifacts-destination", str(tmp_path / "server-artifacts")],
-        cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    cmd = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
+           "--backend-store-uri", backend_uri, "--artifacts-destination", str(tmp_path / "server-artifacts")]
+    with _server(cmd, f"http://127.0.0.1:{port}", "/health", tmp_path / "server.log") as uri:
+        yield uri
+
+
+@contextlib.contextmanager
+def serve_dashboard(storage: str, tmp_path: Path) -> Iterator[str]:
+    """optuna-dashboard (the `ui` extra) on 127.0.0.1 for an Optuna storage URL; its URL, stopped on exit.
+    Started through its CLI's entry function: the console script is not on PATH inside a venv run by path."""
+    port = free_port()
+    code = "import sys; from optuna_dashboard._cli import main; sys.exit(main())"
+    cmd = [sys.executable, "-c", code, storage, "--host", "127.0.0.1", "--port", str(port)]
+    with _server(cmd, f"http://127.0.0.1:{port}", "/api/studies", tmp_path / "dashboard.log") as uri:
+        yield uri
+
+
+@contextlib.contextmanager
+def _server(cmd: list[str], uri: str, ready_path: str, log_path: Path) -> Iterator[str]:
+    log = log_path.open("w")
+    proc = subprocess.Popen(cmd, cwd=log_path.parent, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.monotonic() + 120
         while True:
             try:
-                if requests.get(f"{uri}/health", timeout=2).ok:
+                if requests.get(uri + ready_path, timeout=2).ok:
                     break
             except requests.RequestException:
                 pass
-            assert proc.poll() is None, (tmp_path / "server.log").read_text()[-3000:]
-            assert time.monotonic() < deadline, "mlflow server did not come up"
+            assert proc.poll() is None, log_path.read_text()[-3000:]
+            assert time.monotonic() < deadline, f"{uri} did not come up: {log_path.read_text()[-3000:]}"
             time.sleep(0.5)
         yield uri
     finally:
