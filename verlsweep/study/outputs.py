@@ -189,8 +189,11 @@ def summary(study: optuna.Study, objectives: list[str], param_names: list[str], 
     table.add_column("outcome")
     for name in objectives:
         table.add_column(name, justify="right")
+    # runner=estimate's numbers are the planner's (verlsweep.report.data.ESTIMATE): never headed as measured
+    finished = [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get("backend")]
+    predicted = bool(finished) and all(t.user_attrs["backend"] == "estimate" for t in finished)
     if "peak_memory_gb" not in objectives:
-        table.add_column("peak GB", justify="right")
+        table.add_column("pred. GB" if predicted else "peak GB", justify="right")
     table.add_column("s", justify="right")
     table.add_column("knobs", overflow="fold")
     best_numbers = {t.number for t in best}
@@ -219,7 +222,8 @@ def summary(study: optuna.Study, objectives: list[str], param_names: list[str], 
         knobs = "".join(f"\n  {k}={show(v, steps.get(k))}" for k, v in b.params.items())
         values = ", ".join(f"{n}={v:.4g}" for n, v in zip(objectives, b.values))
         front = f" (Pareto front: {len(best)} trials, see best.yaml)" if len(best) > 1 else ""
-        console.print(f"[bold]best[/bold] trial {b.number}: {values}{front}{knobs}\n"
+        said = " (predicted by the planner: runner=estimate)" if predicted else ""
+        console.print(f"[bold]best[/bold] trial {b.number}: {values}{said}{front}{knobs}\n"
                       f"  -> {sweep_dir / BEST_YAML}, {sweep_dir / BEST_LAUNCH}", soft_wrap=True, highlight=False)
     else:
         console.print("[bold red]no feasible completed trial[/bold red]: see trials.csv for the outcomes")
