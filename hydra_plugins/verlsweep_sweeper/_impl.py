@@ -56,7 +56,8 @@ class VerlSweepImpl(Sweeper):
             max_consecutive_failures=int(max_consecutive_failures),
             enqueue=[OmegaConf.to_container(e, resolve=True) if OmegaConf.is_config(e) else dict(e)
                      for e in (enqueue or [])],
-            enqueue_recipe=None if enqueue_recipe is None else bool(enqueue_recipe), heartbeat_interval=int(heartbeat_interval),
+            enqueue_recipe=None if enqueue_recipe is None else bool(enqueue_recipe),
+            heartbeat_interval=int(heartbeat_interval),
             grace_period=grace_period, remeasure=bool(remeasure),
             guide_top_k=int((guide or {}).get("top_k", 0) or 0), infer=bool(infer),
             max_failure_rate=max_failure_rate, custom_search_space=custom_search_space)
@@ -115,9 +116,7 @@ class VerlSweepImpl(Sweeper):
             problems.append(Problem("hydra.sweeper.n_jobs", s.n_jobs, "a positive integer"))
         own = app.is_own_task(self.config)
         problems += peer_compat.check_rate(s.max_failure_rate)
-        dirs = self.direction if OmegaConf.is_list(self.direction) or isinstance(self.direction, (list, tuple)) else [
-            self.direction]
-        s.objectives = peer_compat.objectives([str(d) for d in dirs], s.objectives, own)
+        s.objectives = peer_compat.objectives(self.direction, s.objectives, own)
         directions, _ = create.directions_and_objectives(self.direction, s.objectives)
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
         params = OmegaConf.to_container(self.params, resolve=True) if self.params else {}

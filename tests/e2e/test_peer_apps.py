@@ -34,6 +34,13 @@ def sweep(where: Path, app: str, *args: str, ok: bool = True) -> subprocess.Comp
     return proc
 
 
+def swept(factory: pytest.TempPathFactory, name: str, app: str, *args: str) -> Path:
+    """A module fixture's run in its own directory."""
+    where = factory.mktemp(name)
+    sweep(where, app, *args)
+    return where
+
+
 def results(where: Path) -> dict:
     return yaml.safe_load((where / "sweep" / RESULTS).read_text())
 
@@ -91,10 +98,8 @@ def test_another_app_gets_no_file_config_key_or_mlflow_run_it_did_not_ask_for(sp
 @pytest.fixture(scope="module")
 def sphere_command_line(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The same with the command line's params (the peer's with_commandline=True): y fixed, x a choice."""
-    where = tmp_path_factory.mktemp("sphere_cli")
-    sweep(where, "sphere.py", "hydra.sweeper.n_trials=20", "hydra/sweeper/sampler=tpe",
-          "hydra.sweeper.sampler.seed=123", "~z", "x=choice(0, 1, 2)", "y=0")
-    return where
+    return swept(tmp_path_factory, "sphere_cli", "sphere.py", "hydra.sweeper.n_trials=20",
+                 "hydra/sweeper/sampler=tpe", "hydra.sweeper.sampler.seed=123", "~z", "x=choice(0, 1, 2)", "y=0")
 
 
 def test_a_param_fixed_on_the_command_line_is_no_param_of_the_study(sphere_command_line):
@@ -110,10 +115,8 @@ def test_a_param_fixed_on_the_command_line_is_no_param_of_the_study(sphere_comma
 
 @pytest.fixture(scope="module")
 def grid(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    where = tmp_path_factory.mktemp("grid")
-    sweep(where, "sphere.py", f"--config-dir={APPS / 'tests_conf'}", "--config-name=test_grid",
-          "hydra.job.chdir=False", "hydra.sweeper.n_trials=20")
-    return where
+    return swept(tmp_path_factory, "grid", "sphere.py", f"--config-dir={APPS / 'tests_conf'}",
+                 "--config-name=test_grid", "hydra.job.chdir=False", "hydra.sweeper.n_trials=20")
 
 
 def test_the_grid_runs_each_of_its_2_x_3_x_2_points_once_range_stop_included(grid):
@@ -129,10 +132,9 @@ def test_the_grid_runs_each_of_its_2_x_3_x_2_points_once_range_stop_included(gri
 
 @pytest.fixture(scope="module")
 def multi_objective(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    where = tmp_path_factory.mktemp("multi")
-    sweep(where, "multi_objective.py", "hydra.job.chdir=True", "hydra.sweeper.n_trials=20",
-          "hydra/sweeper/sampler=random", "hydra.sweeper.sampler.seed=123", "x=range(0, 5)", "y=range(0, 3)")
-    return where
+    return swept(tmp_path_factory, "multi", "multi_objective.py", "hydra.job.chdir=True",
+                 "hydra.sweeper.n_trials=20", "hydra/sweeper/sampler=random", "hydra.sweeper.sampler.seed=123",
+                 "x=range(0, 5)", "y=range(0, 3)")
 
 
 def test_a_task_returning_a_tuple_gives_a_pareto_front_of_integer_params(multi_objective):
@@ -148,10 +150,8 @@ def test_a_task_returning_a_tuple_gives_a_pareto_front_of_integer_params(multi_o
 @pytest.fixture(scope="module")
 def motpe(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The peer's tests/conf/test_motpe.yaml: the `motpe` group (TPE's multi-objective sampler)."""
-    where = tmp_path_factory.mktemp("motpe")
-    sweep(where, "multi_objective.py", f"--config-dir={APPS / 'tests_conf'}", "--config-name=test_motpe",
-          "hydra.sweeper.n_trials=4")
-    return where
+    return swept(tmp_path_factory, "motpe", "multi_objective.py", f"--config-dir={APPS / 'tests_conf'}",
+                 "--config-name=test_motpe", "hydra.sweeper.n_trials=4")
 
 
 def test_the_motpe_sampler_group_runs_a_multi_objective_sweep(motpe):
@@ -164,10 +164,9 @@ def test_the_motpe_sampler_group_runs_a_multi_objective_sweep(motpe):
 
 @pytest.fixture(scope="module")
 def custom_space(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    where = tmp_path_factory.mktemp("custom")
-    sweep(where, "custom_search_space_objective.py", "hydra.job.chdir=True", "hydra.sweeper.n_trials=10",
-          "hydra/sweeper/sampler=random", "hydra.sweeper.sampler.seed=123", "max_z_difference_from_x=0.3")
-    return where
+    return swept(tmp_path_factory, "custom", "custom_search_space_objective.py", "hydra.job.chdir=True",
+                 "hydra.sweeper.n_trials=10", "hydra/sweeper/sampler=random", "hydra.sweeper.sampler.seed=123",
+                 "max_z_difference_from_x=0.3")
 
 
 def test_custom_search_space_adds_params_that_depend_on_the_trials_own(custom_space):

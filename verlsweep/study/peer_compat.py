@@ -41,11 +41,13 @@ CMAES = "optuna.samplers.CmaEsSampler"
 OWN_POPULATION = 10     # a 30-trial verl sweep with Optuna's 50 would be pure random (config.py)
 
 
-def objectives(directions: list[str], given: Sequence[str] | None, own: bool) -> list[str]:
+def objectives(direction: Any, given: Sequence[str] | None, own: bool) -> list[str]:
     """The TrialResult values the study optimises. Not given: `objective` for one direction; for more,
     another app's returned tuple is named objective, value_1, ...; our task must name them."""
     if given:
         return [str(o) for o in given]
+    many = OmegaConf.is_list(direction) or isinstance(direction, (list, tuple))
+    directions = list(direction) if many else [direction]
     if len(directions) == 1 or own:
         return ["objective"]
     return ["objective", *(f"value_{i}" for i in range(1, len(directions)))]

@@ -3,7 +3,8 @@
 Grammar as in Hydra's override parser (hydra/core/override_parser/types.py), mapped the way
 hydra-optuna-sweeper maps it (its _impl.py create_optuna_distribution_from_override), except:
 - `range(start, stop, step)` keeps Hydra's meaning (stop excluded, exactly the values Hydra's
-  BasicSweeper would run), so `range(0.30,1.0,0.05)` is 0.30 ... 0.95;
+  BasicSweeper would run), so `range(0.30,1.0,0.05)` is 0.30 ... 0.95; for an app other than ours
+  (verlsweep.study.app) it includes stop, as hydra-optuna-sweeper does;
 - values of float ranges are rounded to the step's decimals (no 0.7000000000000001 in a command);
 - every mistake is reported up front, naming the param.
 
