@@ -115,3 +115,11 @@ def test_optimization_results_has_the_peers_schema_for_one_and_for_two_objective
     peer_compat.write_results(multi, multi.best_trials, tmp_path, lambda k, v: v)
     assert yaml.safe_load((tmp_path / "optimization_results.yaml").read_text()) == {
         "name": "optuna", "solutions": [{"params": {"x": 1.0}, "values": [1.0, 2.0]}]}
+
+
+def test_the_cmaes_group_builds_optunas_cma_es_sampler_when_its_package_is_there():
+    pytest.importorskip("cmaes")
+    from verlsweep.study.create import build_sampler
+
+    cfg = peer_compat.sampler(OmegaConf.structured(CmaEsSamplerConfig(seed=1)), own=False)
+    assert isinstance(build_sampler(cfg, parse("x=interval(0, 1)", stop_included=True)), optuna.samplers.CmaEsSampler)
