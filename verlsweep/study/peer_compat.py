@@ -6,7 +6,7 @@ config.py; its released 1.3 line for the deprecated `search_space`), read for be
     search_space         {name: {type, low, high, step, log, choices}}: used, with a deprecation line,
                          when `params` is not set; ignored, with a warning, when it is
     custom_search_space  a dotted path to fn(cfg, trial) that suggests more params after the space's
-    max_failure_rate     after each batch: failed / launched > rate stops the sweep
+    max_failure_rate     after each batch: failed / batch size > rate stops the sweep
     objectives           not needed: a task returning a tuple or list gives one value per direction
     optimization_results.yaml and the `Best parameters` / `Best value` log lines
 
