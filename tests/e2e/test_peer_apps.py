@@ -148,6 +148,20 @@ def test_a_task_returning_a_tuple_gives_a_pareto_front_of_integer_params(multi_o
 
 
 @pytest.fixture(scope="module")
+def multi_objective_config_params(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same with the config's params: steps of 0.5 (the peer's with_commandline=False)."""
+    return swept(tmp_path_factory, "multi_config", "multi_objective.py", "hydra.job.chdir=True",
+                 "hydra.sweeper.n_trials=20", "hydra/sweeper/sampler=random", "hydra.sweeper.sampler.seed=123")
+
+
+def test_the_configs_half_steps_give_a_pareto_front_of_half_step_params(multi_objective_config_params):
+    solutions = results(multi_objective_config_params)["solutions"]
+    assert solutions and all(a["params"]["x"] % 1 in (0, 0.5) and a["params"]["y"] % 1 in (0, 0.5)
+                             for a in solutions)
+    assert not any(dominates(b["values"], a["values"]) for a in solutions for b in solutions)
+
+
+@pytest.fixture(scope="module")
 def motpe(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The peer's tests/conf/test_motpe.yaml: the `motpe` group (TPE's multi-objective sampler)."""
     return swept(tmp_path_factory, "motpe", "multi_objective.py", f"--config-dir={APPS / 'tests_conf'}",
