@@ -23,7 +23,7 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from verlsweep.common.errors import ConfigError, Problem, full_traceback_wanted
-from verlsweep.study import create, space as _space
+from verlsweep.study import app, create, peer_compat, space as _space
 from verlsweep.study.loop import Hydra, Loop, Settings, SweepStopped
 from verlsweep.study.space import SearchSpaceError
 
@@ -44,19 +44,23 @@ class VerlSweepImpl(Sweeper):
                  timeout: Optional[float], max_consecutive_failures: int, params: Optional[DictConfig],
                  enqueue: Sequence[Any], enqueue_recipe: bool, heartbeat_interval: int,
                  grace_period: Optional[int], long_run: DictConfig, remeasure: bool = False,
-                 guide: Optional[DictConfig] = None, infer: bool = True) -> None:
+                 guide: Optional[DictConfig] = None, infer: bool = True, max_failure_rate: Optional[float] = None,
+                 custom_search_space: Optional[str] = None, search_space: Optional[DictConfig] = None) -> None:
         self.direction = direction
         self.params = params
+        self.search_space = search_space
         self.long_run = long_run
         self.settings = Settings(
-            sampler=sampler, pruner=pruner, objectives=list(objectives), storage=storage, study_name=study_name,
+            sampler=sampler, pruner=pruner, objectives=list(objectives or []), storage=storage, study_name=study_name,
             n_trials=int(n_trials), n_jobs=int(n_jobs), timeout=timeout,
             max_consecutive_failures=int(max_consecutive_failures),
             enqueue=[OmegaConf.to_container(e, resolve=True) if OmegaConf.is_config(e) else dict(e)
                      for e in (enqueue or [])],
-            enqueue_recipe=bool(enqueue_recipe), heartbeat_interval=int(heartbeat_interval),
+            enqueue_recipe=None if enqueue_recipe is None else bool(enqueue_recipe),
+            heartbeat_interval=int(heartbeat_interval),
             grace_period=grace_period, remeasure=bool(remeasure),
-            guide_top_k=int((guide or {}).get("top_k", 0) or 0), infer=bool(infer))
+            guide_top_k=int((guide or {}).get("top_k", 0) or 0), infer=bool(infer),
+            max_failure_rate=max_failure_rate, custom_search_space=custom_search_space)
         self.hydra_context: Optional[HydraContext] = None
         self.config: Optional[DictConfig] = None
         self.launcher = None
@@ -110,11 +114,15 @@ class VerlSweepImpl(Sweeper):
             problems.append(Problem("hydra.sweeper.n_trials", s.n_trials, "a positive integer"))
         if s.n_jobs < 1:
             problems.append(Problem("hydra.sweeper.n_jobs", s.n_jobs, "a positive integer"))
+        own = app.is_own_task(self.config)
+        problems += peer_compat.check_rate(s.max_failure_rate)
+        s.objectives = peer_compat.objectives(self.direction, s.objectives, own)
         directions, _ = create.directions_and_objectives(self.direction, s.objectives)
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
         params = OmegaConf.to_container(self.params, resolve=True) if self.params else {}
         lines = [f"{k}={v}" for k, v in params.items()]
-        space = _space.parse(lines + list(arguments), parser)
+        space = _space.parse(lines + list(arguments), parser, stop_included=not own)
+        peer_compat.add_legacy(space, peer_compat.legacy_search_space(self.search_space, self.params))
         if not space.distributions:
             problems.append(Problem(_space.PARAMS_KEY, space.fixed or None,
                                     "at least one swept param (choice/range/interval), e.g. space=rollout_memory"))

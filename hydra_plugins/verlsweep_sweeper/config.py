@@ -67,10 +67,43 @@ class NSGAIISamplerConfig:
 
     _target_: str = "optuna.samplers.NSGAIISampler"
     seed: Optional[int] = None
-    population_size: int = 10     # Optuna's 50 would make a 30-trial verl sweep pure random
+    # null: 10 for verlsweep's own task (Optuna's 50 would make a 30-trial verl sweep pure random),
+    # 50 for another app, as Optuna and hydra-optuna-sweeper have it (verlsweep.study.peer_compat)
+    population_size: Optional[int] = None
     mutation_prob: Optional[float] = None
     crossover_prob: float = 0.9
     swapping_prob: float = 0.5
+
+
+@dataclass
+class CmaEsSamplerConfig:
+    """CMA-ES (needs the `cmaes` package: the `cmaes` extra); keys as hydra-optuna-sweeper's group."""
+
+    _target_: str = "optuna.samplers.CmaEsSampler"
+    seed: Optional[int] = None
+    x0: Optional[Dict[str, Any]] = None
+    sigma0: Optional[float] = None
+    n_startup_trials: int = 1
+    warn_independent_sampling: bool = True
+    consider_pruned_trials: bool = False
+    restart_strategy: Optional[str] = None
+    popsize: Optional[int] = None
+    inc_popsize: int = -1
+    use_separable_cma: bool = False
+    with_margin: bool = False
+    lr_adapt: bool = False
+
+
+@dataclass
+class MOTPESamplerConfig:
+    """hydra-optuna-sweeper's `motpe`: Optuna removed MOTPESampler in 4.0, its multi-objective TPE is
+    TPESampler's own, so the group is TPESampler with the old sampler's defaults."""
+
+    _target_: str = "optuna.samplers.TPESampler"
+    seed: Optional[int] = None
+    n_startup_trials: int = 10
+    n_ei_candidates: int = 24
+    multivariate: bool = False
 
 
 @dataclass
@@ -180,13 +213,16 @@ class VerlSweepSweeperConf:
 
     sampler: Any = MISSING
     pruner: Any = MISSING
-    # one value or a list (multi-objective); paired in order with `objectives`
-    direction: Any = "maximize"
-    # TrialResult values the study optimises: objective, peak_memory_gb or a key of TrialResult.metrics
-    objectives: List[str] = field(default_factory=lambda: ["objective"])
+    # one value or a list (multi-objective); paired in order with `objectives`. hydra-optuna-sweeper's
+    # default; conf/sweep.yaml sets maximize (tokens/s)
+    direction: Any = "minimize"
+    # TrialResult values the study optimises: objective, peak_memory_gb or a key of TrialResult.metrics.
+    # null: `objective`; another app returning a tuple or list gets one value per direction
+    objectives: Optional[List[str]] = None
     # Optuna RDB URL; a relative sqlite path is taken from the directory the sweep starts in.
-    # null = in memory (no resume, no pruning across processes).
-    storage: Optional[str] = "sqlite:///verlsweep-optuna.db"
+    # null = in memory (a fresh study each run; no resume, no pruning across processes), as in
+    # hydra-optuna-sweeper; conf/sweep.yaml sets sqlite:///verlsweep-optuna.db
+    storage: Optional[str] = None
     # null: <sweep>.<hardware>.<model>.<algorithm>[.<hash of other fixed overrides>]
     study_name: Optional[str] = None
     n_trials: int = 20            # the study's total: re-running the same command resumes it
@@ -196,8 +232,9 @@ class VerlSweepSweeperConf:
     params: Optional[Dict[str, Any]] = None
     # known-good configs run first: a list of {param: value}
     enqueue: List[Dict[str, Any]] = field(default_factory=list)
-    # also run the composed config's own values of the swept params (the recipe's) first
-    enqueue_recipe: bool = True
+    # also run the composed config's own values of the swept params (the recipe's) first;
+    # null: true for verlsweep's own task, false for another app (verlsweep.study.app)
+    enqueue_recipe: Optional[bool] = None
     # seconds between heartbeats of in-flight trials; a trial without one for `grace_period`
     # (default 3x) belongs to a dead sweep: it is failed and its params re-enqueued once
     heartbeat_interval: int = 30
@@ -211,6 +248,13 @@ class VerlSweepSweeperConf:
     # at a lower util, a training OOM with more offloads, ...) launches nothing and is told infeasible,
     # user attr `ruled_out_by`; false: launch it anyway
     infer: bool = True
+    # hydra-optuna-sweeper's keys (verlsweep.study.peer_compat). max_failure_rate: a batch with a larger
+    # share of failed trials stops the sweep (then max_consecutive_failures is not used); null: not used
+    max_failure_rate: Optional[float] = None
+    # dotted path to fn(cfg, trial) that suggests more params after the space's (trial.suggest_*)
+    custom_search_space: Optional[str] = None
+    # deprecated: {name: {type, low, high, step, log, choices}}; write `params` instead
+    search_space: Optional[Dict[str, Any]] = None
 
 
 def register() -> None:
@@ -218,7 +262,8 @@ def register() -> None:
     cs.store(group="hydra/sweeper", name="verlsweep", node=VerlSweepSweeperConf, provider="verlsweep")
     for name, node in (("tpe", TPESamplerConfig), ("gp", GPSamplerConfig), ("random", RandomSamplerConfig),
                        ("grid", GridSamplerConfig), ("nsgaii", NSGAIISamplerConfig), ("qmc", QMCSamplerConfig),
-                       ("boundary", BoundarySamplerConfig)):
+                       ("boundary", BoundarySamplerConfig), ("cmaes", CmaEsSamplerConfig),
+                       ("motpe", MOTPESamplerConfig)):
         cs.store(group="hydra/sweeper/sampler", name=name, node=node, provider="verlsweep")
     for name, node in (("median", MedianPrunerConfig), ("percentile", PercentilePrunerConfig),
                        ("hyperband", HyperbandPrunerConfig), ("none", NopPrunerConfig)):

@@ -24,6 +24,7 @@ begun with the keyed form keeps it, so all of a study's trials keep one set of k
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -79,7 +80,8 @@ class Told:
 
 
 def _finite(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+    # numbers.Real: numpy's scalars too, which other apps' tasks often return
+    return isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x)
 
 
 def result_of(ret: JobReturn | None, objectives: list[str]) -> TrialResult | None:

@@ -11,6 +11,8 @@ here, with public names, usable without Hydra's sweeper machinery:
     reuse       a proposal measured already: its result again, nothing launched
     session     this sweep process on its study (verlsweep.reconcile on start and after each batch)
     loop        ask a batch -> run it (the plugin's run_batch) -> tell -> write outputs
+    app         verlsweep's own task or another Hydra app (which gets none of the verl machinery)
+    peer_compat hydra-optuna-sweeper's keys and optimization_results.yaml, for apps coming from it
     job_dirs    trial dirs by trial number, under the study's first sweep dir
     outputs     best.yaml, best_launch.sh, report.html, the summary table (trials.csv: verlsweep.record)
     progress    the terminal: one line per trial, the status line

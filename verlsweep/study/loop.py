@@ -36,6 +36,7 @@ from verlsweep.record import budget, results
 from verlsweep.record.budget import quiet_optuna
 from verlsweep.study import (create, enqueue as _enqueue, guide as _guide, job_dirs, outputs as _outputs, parent_run,
                              progress as _progress, reuse, session as _session, space as _space, view as _view)
+from verlsweep.study import app, peer_compat
 from verlsweep.study_link import absolute_storage_url
 
 log = logging.getLogger(__name__)
@@ -59,12 +60,14 @@ class Settings:
     timeout: Optional[float]
     max_consecutive_failures: int
     enqueue: list[dict[str, Any]]
-    enqueue_recipe: bool
+    enqueue_recipe: Optional[bool]        # None: our own task's recipe only (verlsweep.study.app)
     heartbeat_interval: int
     grace_period: Optional[int]
     remeasure: bool
     guide_top_k: int
     infer: bool
+    max_failure_rate: Optional[float] = None      # hydra-optuna-sweeper's keys (verlsweep.study.peer_compat)
+    custom_search_space: Optional[str] = None
 
 
 @dataclass
@@ -92,7 +95,11 @@ class Loop:
         self.hydra = hydra
         self.job_idx = 0
         self._space = _space.SearchSpace()
-        self._quiet = _progress.quiet_logs(config)
+        # another app gets none of our task's verl machinery, nor anything in its jobs' config
+        self.own = app.is_own_task(config)
+        self._extend = peer_compat.extender(settings.custom_search_space)
+        quiet = _progress.quiet_logs(config)
+        self._quiet = quiet if self.own else []
         self._progress: _progress.Progress | None = None
         self._view: _view.SweepView | None = None
         self._dry_run = False
@@ -103,11 +110,12 @@ class Loop:
         study to the final outputs."""
         s = self.s
         self._space = space
-        dry_run = self._dry_run = bool(OmegaConf.select(self.config, "dry_run", default=False))
+        dry_run = self._dry_run = self.own and bool(OmegaConf.select(self.config, "dry_run", default=False))
         cwd = Path(str(OmegaConf.select(self.config, "hydra.runtime.cwd", default=".")))
         # a dry run composes commands only: an in-memory study, so nothing counts towards n_trials
         url = None if dry_run or not s.storage else absolute_storage_url(str(s.storage), cwd)
-        name = s.study_name or create.default_study_name(self.config, space)
+        name = s.study_name or (create.default_study_name if self.own else app.study_name)(self.config, space)
+        s.sampler = peer_compat.sampler(s.sampler, self.own)
         sampler = create.build_sampler(s.sampler, space)
         n_trials = s.n_trials
         if isinstance(sampler, optuna.samplers.GridSampler):
@@ -118,7 +126,8 @@ class Loop:
             sys.stdout.write(_outputs.complete_message(done, n_trials, s.objectives, space.value) + "\n")
             sys.stdout.flush()
             return
-        self.hydra.check_fixed(space, params_fixed, dry_run)
+        if self.own:
+            self.hydra.check_fixed(space, params_fixed, dry_run)
         study, raw_storage = self._open(space, directions, url, name, sampler, n_trials, dry_run)
         self.sweep_dir.mkdir(parents=True, exist_ok=True)
         if url:
@@ -141,7 +150,7 @@ class Loop:
         me.open()
         with create.Heartbeat(raw_storage, s.heartbeat_interval, also=me.beat) as heartbeat:
             me.settle_stale()             # a dead sweep's leftovers are stopped before any new trial
-            tracking = None if dry_run else parent_run.start_parent_run(
+            tracking = None if dry_run or not self.own else parent_run.start_parent_run(
                 self.config, name, space.describe(), sampler=type(study.sampler).__name__,
                 sweep_name=OmegaConf.select(self.config, "hydra.runtime.choices.space", default=None),
                 session=me.label, others_alive=bool(me.others()))
@@ -150,10 +159,11 @@ class Loop:
             if tracking is not None and raw_storage is not None:
                 study.set_user_attr(TRACKING_ATTR, parent_run.where(self.config, name))
             me.repair_runs()
-            self._view = _view.SweepView(self.config, self.sweep_dir, s.objectives, self._progress, parent)
-            links = self._link_overrides(name, url, parent)
+            self._view = _view.SweepView(self.config, self.sweep_dir, s.objectives, self._progress, parent,
+                                         report=self.own)
+            links = self._link_overrides(name, url, parent) if self.own else {}
             outputs = _outputs.Outputs(self.sweep_dir, s.objectives, list(space.distributions),
-                                       self.hydra.compose_launch, url, space.value)
+                                       self.hydra.compose_launch if self.own else None, url, space.value)
             outputs.write(study)          # the sweep dir names its study from the start
             status = "FAILED"
             try:
@@ -169,7 +179,8 @@ class Loop:
                     best = outputs.write(study)
                     files = self._view.after_batch(study, n_trials, final=True) if not dry_run else []
                     _outputs.summary(study, s.objectives, list(space.distributions), best, self.sweep_dir,
-                                     space.value, self._progress.console)
+                                     space.value, self._progress.console, verl=self.own)
+                    peer_compat.write_results(study, best, self.sweep_dir, space.value)
                     if files:
                         self._progress.console.print(f"report: {self.sweep_dir / 'report.html'}", highlight=False)
                 except Exception as exc:  # noqa: BLE001 - never hide the exception that ended the loop
@@ -201,8 +212,9 @@ class Loop:
             others = budget.running_elsewhere(study, set())
             study.sampler = create.build_sampler(s.sampler, space,
                                                  seed_offset=existing + (os.getpid() if others else 0))
-        entries = _enqueue.entries(self.config, space, s.enqueue, s.enqueue_recipe)
-        if not isinstance(sampler, optuna.samplers.GridSampler):   # a grid runs every config anyway
+        entries = _enqueue.entries(self.config, space, s.enqueue,
+                                   self.own if s.enqueue_recipe is None else s.enqueue_recipe)
+        if self.own and not isinstance(sampler, optuna.samplers.GridSampler):   # a grid runs every config anyway
             guided, predictions = _guide.guide(self.config, space, s.guide_top_k, seed=int(s.sampler.get("seed") or 0),
                                                compose=self.hydra.compose_trial)
             entries += guided
@@ -227,6 +239,8 @@ class Loop:
 
     def _job_overrides(self, space: _space.SearchSpace, trial: optuna.Trial, links: dict[str, Any]) -> list[str]:
         out = space.overrides(trial.params)
+        if not self.own:        # only the trial's params (and its Hydra job dir) reach another app
+            return out + [job_dirs.override(job_dirs.subdir(self.sweep_dir, trial.number, ""))]
         # the MLflow run's name (`t07 util=0.90 tp=2 off=p,o`, + its outcome when known) and verl's
         # trainer.experiment_name say the same
         knobs = self._progress.label({k: space.value(k, v) for k, v in trial.params.items()}) if self._progress else ""
@@ -283,7 +297,10 @@ class Loop:
             outputs.write(study)
             if not self._dry_run:          # a dry run's in-memory study has nothing to report
                 self._view.after_batch(study, n_trials)
-            if len(failures) >= self.s.max_consecutive_failures:
+            if self.s.max_failure_rate is not None:
+                if peer_compat.failure_rate_exceeded(told, self.s.max_failure_rate):
+                    raise SweepStopped(self._stop_message([t for t in told if t.failed], rate=True))
+            elif len(failures) >= self.s.max_consecutive_failures:
                 raise SweepStopped(self._stop_message(failures))
 
     def _ask(self, study: optuna.Study, space: _space.SearchSpace, count: int, n_trials: int,
@@ -293,6 +310,8 @@ class Loop:
         for _ in range(count):
             with quiet_optuna():
                 trial = study.ask(fixed_distributions=space.distributions)
+            if self._extend is not None:      # hydra.sweeper.custom_search_space suggests more params
+                self._extend(self.config, trial)
             trial_id = optuna_private.trial_id(trial)
             me.tag_trial(trial_id)
             enqueued = {"fixed_params", "failed_trial"} & set(storage.get_trial_system_attrs(trial_id))
@@ -317,14 +336,15 @@ class Loop:
                 if source is not None:
                     told.append(self._tell_reused(study, trial, source))
                     continue
-                proven = proof(study.get_trials(deepcopy=False), trial.params) if self.s.infer else None
+                proven = proof(study.get_trials(deepcopy=False), trial.params) if self.s.infer and self.own else None
                 if proven is not None and proven.verdict == "fail":
                     told.append(self._tell_ruled_out(study, trial, proven))
                     continue
                 if proven is not None:        # launched all the same: it measures the throughput
                     trial.set_user_attr(PROVEN_FIT_ATTR, proven.trial)
                 try:
-                    self.hydra.validate(overrides)
+                    if self.own:      # another app's job composes once, in the launcher (as with the peer)
+                        self.hydra.validate(overrides)
                 except Exception as exc:  # noqa: BLE001 - a trial that cannot compose is this trial's outcome
                     result = TrialResult("config_error", excerpt=f"{type(exc).__name__}: {exc}")
                     told.append(self._tell(study, trial, None, result))
@@ -383,13 +403,16 @@ class Loop:
                                                    "(verlsweep.infer.rules); nothing launched")
         return self._tell(study, trial, None, result, not_launched(None, proof.trial))
 
-    def _stop_message(self, failures: list[results.Told]) -> str:
+    def _stop_message(self, failures: list[results.Told], rate: bool = False) -> str:
         last = failures[-1]
         outcomes = ", ".join(f"{t.number}:{t.outcome}" for t in failures)
         excerpt = (last.excerpt or "").strip().splitlines()
-        return (f"verlsweep stopped the sweep: {len(failures)} consecutive trials failed ({outcomes}); "
-                f"hydra.sweeper.max_consecutive_failures={self.s.max_consecutive_failures}.\n"
+        why = (f"hydra.sweeper.max_failure_rate={self.s.max_failure_rate}" if rate else
+               f"hydra.sweeper.max_consecutive_failures={self.s.max_consecutive_failures}")
+        return (f"verlsweep stopped the sweep: {len(failures)} {'' if rate else 'consecutive '}trials failed "
+                f"({outcomes}); {why}.\n"
                 "A run of failures like this usually means a broken environment (devices, drivers, paths, "
                 "a missing package), not a bad config.\n"
                 f"Last failure, trial {last.number} ({last.outcome}): {excerpt[-1][:500] if excerpt else 'no excerpt'}\n"
-                f"Results so far: {self.sweep_dir / _outputs.TRIALS_CSV}. Re-running the same command resumes the study.")
+                f"Results so far: {self.sweep_dir / _outputs.TRIALS_CSV}."
+                + (" Re-running the same command resumes the study." if self.s.storage else ""))

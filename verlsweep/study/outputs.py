@@ -85,7 +85,7 @@ class Outputs:
     `shown(param, value)` is a param's value as the command line has it (float steps rounded)."""
 
     def __init__(self, sweep_dir: Path, objectives: list[str], param_names: list[str],
-                 compose_launch: Callable[[list[str]], str], storage_url: str | None,
+                 compose_launch: Callable[[list[str]], str] | None, storage_url: str | None,
                  shown: Callable[[str, Any], Any]) -> None:
         self.dir = sweep_dir
         self.objectives = objectives
@@ -110,9 +110,10 @@ class Outputs:
         else:
             doc["pareto_front"] = [_entry(t, self.objectives, self.shown) for t in best]
             doc["launch_trial"] = best[0].number   # best_launch.sh: the front's best first objective
-        doc["launch_script"] = BEST_LAUNCH if best else None
+        # no compose_launch: not our verl task, no long run to write (verlsweep.study.app)
+        doc["launch_script"] = BEST_LAUNCH if best and self.compose_launch else None
         write_atomic(self.dir / BEST_YAML, yaml.safe_dump(doc, sort_keys=False))
-        if best and self._launch_for != best[0].number:
+        if best and self.compose_launch and self._launch_for != best[0].number:
             self._write_launch(best[0], study.study_name)
         return best
 
@@ -178,8 +179,9 @@ def write_report(study: optuna.Study, sweep_dir: Path, objectives: list[str]) ->
 
 
 def summary(study: optuna.Study, objectives: list[str], param_names: list[str], best: list[FrozenTrial],
-            sweep_dir: Path, shown: Callable[[str, Any], Any], console: Any = None) -> None:
-    """The trials as a table that fits 120 columns: the knobs as one short label per trial."""
+            sweep_dir: Path, shown: Callable[[str, Any], Any], console: Any = None, verl: bool = True) -> None:
+    """The trials as a table that fits 120 columns: the knobs as one short label per trial. `verl`:
+    our own task's columns and files (peak memory, best_launch.sh)."""
     from rich.console import Console
     from rich.table import Table
 
@@ -192,7 +194,8 @@ def summary(study: optuna.Study, objectives: list[str], param_names: list[str], 
     # runner=estimate's numbers are the planner's (verlsweep.report.data.ESTIMATE): never headed as measured
     finished = [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get("backend")]
     predicted = bool(finished) and all(t.user_attrs["backend"] == "estimate" for t in finished)
-    if "peak_memory_gb" not in objectives:
+    memory = verl and "peak_memory_gb" not in objectives
+    if memory:
         table.add_column("pred. GB" if predicted else "peak GB", justify="right")
     table.add_column("s", justify="right")
     table.add_column("knobs", overflow="fold")
@@ -205,7 +208,7 @@ def summary(study: optuna.Study, objectives: list[str], param_names: list[str], 
         note = not_launched(t.user_attrs.get(REUSED_FROM_ATTR), t.user_attrs.get(RULED_OUT_ATTR))
         shown_outcome = f"{outcome(t)} ({note})" if note else str(outcome(t))
         row = [f"{'*' if t.number in best_numbers else ''}{t.number}", shown_outcome, *values]
-        if "peak_memory_gb" not in objectives:
+        if memory:
             peak = t.user_attrs.get("peak_memory_gb")
             row.append(f"{peak:.1f}" if isinstance(peak, (int, float)) and measured else "-")
         took = t.user_attrs.get("duration_s")
@@ -224,6 +227,6 @@ def summary(study: optuna.Study, objectives: list[str], param_names: list[str], 
         front = f" (Pareto front: {len(best)} trials, see best.yaml)" if len(best) > 1 else ""
         said = " (predicted by the planner: runner=estimate)" if predicted else ""
         console.print(f"[bold]best[/bold] trial {b.number}: {values}{said}{front}{knobs}\n"
-                      f"  -> {sweep_dir / BEST_YAML}, {sweep_dir / BEST_LAUNCH}", soft_wrap=True, highlight=False)
+                      f"  -> {sweep_dir / BEST_YAML}" + (f", {sweep_dir / BEST_LAUNCH}" if verl else ""), soft_wrap=True, highlight=False)
     else:
         console.print("[bold red]no feasible completed trial[/bold red]: see trials.csv for the outcomes")

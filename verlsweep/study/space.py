@@ -3,7 +3,8 @@
 Grammar as in Hydra's override parser (hydra/core/override_parser/types.py), mapped the way
 hydra-optuna-sweeper maps it (its _impl.py create_optuna_distribution_from_override), except:
 - `range(start, stop, step)` keeps Hydra's meaning (stop excluded, exactly the values Hydra's
-  BasicSweeper would run), so `range(0.30,1.0,0.05)` is 0.30 ... 0.95;
+  BasicSweeper would run), so `range(0.30,1.0,0.05)` is 0.30 ... 0.95; for an app other than ours
+  (verlsweep.study.app) it includes stop, as hydra-optuna-sweeper does;
 - values of float ranges are rounded to the step's decimals (no 0.7000000000000001 in a command);
 - every mistake is reported up front, naming the param.
 
@@ -107,8 +108,18 @@ def describe(dist: BaseDistribution) -> str:
     return repr(dist)
 
 
-def _distribution(name: str, override: Override) -> BaseDistribution:
-    """One sweep override -> distribution; raises SearchSpaceError naming `name`."""
+def _with_stop(start: Any, stop: Any, step: Any, values: list[Any]) -> list[Any]:
+    """`values` of Hydra's range(start, stop, step) plus `stop` itself when the steps land on it
+    (hydra-optuna-sweeper's reading: its _impl.py builds Int/FloatDistribution(start, stop, step))."""
+    n = round((stop - start) / step) if step else -1
+    if n >= 0 and abs(start + n * step - stop) <= 1e-9 * max(1.0, abs(stop)) and stop not in values:
+        return [*values, stop]
+    return values
+
+
+def _distribution(name: str, override: Override, stop_included: bool = False) -> BaseDistribution:
+    """One sweep override -> distribution; raises SearchSpaceError naming `name`. `stop_included`:
+    range(start, stop) includes stop (another app's sweep, in hydra-optuna-sweeper's meaning)."""
     key = f"{PARAMS_KEY}.{name}"
     if override.is_choice_sweep() or (override.is_range_sweep() and override.value().shuffle):
         choices = list(override.sweep_iterator(transformer=Transformer.identity))
@@ -123,6 +134,8 @@ def _distribution(name: str, override: Override) -> BaseDistribution:
     if override.is_range_sweep():
         rng = override.value()
         values = list(override.sweep_iterator(transformer=Transformer.identity))
+        if stop_included:
+            values = _with_stop(rng.start, rng.stop, rng.step, values)
         if not values:
             raise SearchSpaceError([Problem(key, override.input_line,
                                             "a non-empty range(start, stop, step): stop is excluded, as in Python")])
@@ -147,10 +160,12 @@ def _distribution(name: str, override: Override) -> BaseDistribution:
                                     "choice(...), range(...), interval(...) or tag(log, interval(...))")])
 
 
-def parse(params_conf: list[str], parser: OverridesParser) -> SearchSpace:
+def parse(params_conf: list[str], parser: OverridesParser, stop_included: bool = False) -> SearchSpace:
     """`key=value` strings (sweep params, then command-line overrides) -> SearchSpace.
 
-    A later override of the same key wins (the command line over the sweep file).
+    A later override of the same key wins (the command line over the sweep file). `stop_included`:
+    range(start, stop) includes stop, as hydra-optuna-sweeper reads it (for apps that are not ours,
+    verlsweep.study.app).
     """
     space = SearchSpace()
     problems: list[Problem] = []
@@ -172,7 +187,7 @@ def parse(params_conf: list[str], parser: OverridesParser) -> SearchSpace:
             problems.append(Problem(f"{PARAMS_KEY}.{name}", line, "choice(...) instead of glob(...)"))
             continue
         try:
-            dist = _distribution(name, override)
+            dist = _distribution(name, override, stop_included)
         except SearchSpaceError as exc:
             problems += exc.problems
             continue

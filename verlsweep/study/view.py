@@ -17,8 +17,9 @@ from verlsweep.study.progress import Progress
 
 class SweepView:
     def __init__(self, config: DictConfig, sweep_dir: Path, objectives: list[str], progress: Progress,
-                 parent: str | None) -> None:
+                 parent: str | None, report: bool = True) -> None:
         self.config = config
+        self.report = report             # false: not our own task (verlsweep.study.app), no report.html
         self.sweep_dir = sweep_dir
         self.objectives = objectives
         self.progress = progress
@@ -40,7 +41,7 @@ class SweepView:
         # drawing costs seconds: with trials faster than that (runner=estimate) skip some batches, so
         # the report takes at most a third of the sweep's time; the last one always draws
         files: list[Path] = []
-        if final or time.monotonic() - self._report_done >= 2 * self._report_cost:
+        if self.report and (final or time.monotonic() - self._report_done >= 2 * self._report_cost):
             t0 = time.monotonic()
             files = outputs.write_report(study, self.sweep_dir, self.objectives)
             self._report_done = time.monotonic()
