@@ -23,7 +23,7 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from verlsweep.common.errors import ConfigError, Problem, full_traceback_wanted
-from verlsweep.study import create, space as _space
+from verlsweep.study import create, inflight, space as _space
 from verlsweep.study.loop import Hydra, Loop, Settings, SweepStopped
 from verlsweep.study.space import SearchSpaceError
 
@@ -44,7 +44,8 @@ class VerlSweepImpl(Sweeper):
                  timeout: Optional[float], max_consecutive_failures: int, params: Optional[DictConfig],
                  enqueue: Sequence[Any], enqueue_recipe: bool, heartbeat_interval: int,
                  grace_period: Optional[int], long_run: DictConfig, remeasure: bool = False,
-                 guide: Optional[DictConfig] = None, infer: bool = True) -> None:
+                 guide: Optional[DictConfig] = None, infer: bool = True, schedule: str = "auto") -> None:
+        self.schedule = str(schedule)       # verlsweep.study.inflight.choose resolves it against the launcher
         self.direction = direction
         self.params = params
         self.long_run = long_run
@@ -110,6 +111,8 @@ class VerlSweepImpl(Sweeper):
             problems.append(Problem("hydra.sweeper.n_trials", s.n_trials, "a positive integer"))
         if s.n_jobs < 1:
             problems.append(Problem("hydra.sweeper.n_jobs", s.n_jobs, "a positive integer"))
+        s.schedule, refused = inflight.choose(self.schedule, s.n_jobs, type(self.launcher))
+        problems += refused
         directions, _ = create.directions_and_objectives(self.direction, s.objectives)
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
         params = OmegaConf.to_container(self.params, resolve=True) if self.params else {}

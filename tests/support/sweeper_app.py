@@ -12,7 +12,9 @@ Test-only knobs (add with `+app.<key>=`): step_seconds (sleep per step), events 
 the `together` trials of its batch have all started, so a test of concurrency never depends on how
 fast the launcher's workers start; with together_until, only trials numbered below it wait), outcome (force an outcome, e.g. crash), raise (raise an
 exception), fail_trials (trial numbers that raise), noise (per-step relative noise), slow_trials
-(trial numbers whose steps take step_seconds x 20).
+(trial numbers whose steps take step_seconds x 20), hold (with events, a pair [a, b]: trial a ends only
+once trial b has started, up to a minute: a trial that outlasts others by as long as they take to be
+replaced, however slow the machine).
 """
 from __future__ import annotations
 
@@ -60,6 +62,15 @@ def _event(path: Any, kind: str, number: Any) -> None:
     if path:
         with open(path, "a") as f:
             f.write(f"{kind} {number} {time.time():.3f} {os.getpid()}\n")
+
+
+def _wait_for_start(path: str, number: int, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with open(path) as f:
+            if any(line.startswith(f"start {number} ") for line in f):
+                return
+        time.sleep(0.05)
 
 
 def _wait_for_batch(path: str, number: int, together: int, timeout_s: float = 60.0) -> None:
@@ -112,6 +123,9 @@ def main(cfg: DictConfig) -> Any:
         return TrialResult("completed", objective=sum(measured) / len(measured), peak_memory_gb=peak,
                            steps=len(values), backend="test", duration_s=time.monotonic() - started)
     finally:
+        hold = app.get("hold")
+        if hold and app.get("events") and int(number) == int(hold[0]):
+            _wait_for_start(app["events"], int(hold[1]))
         _event(app.get("events"), "end", number)
 
 
