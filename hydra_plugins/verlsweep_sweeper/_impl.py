@@ -23,7 +23,7 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from verlsweep.common.errors import ConfigError, Problem, full_traceback_wanted
-from verlsweep.study import create, inflight, space as _space
+from verlsweep.study import create, inflight, space as _space, subsets
 from verlsweep.study.loop import Hydra, Loop, Settings, SweepStopped
 from verlsweep.study.space import SearchSpaceError
 
@@ -44,8 +44,10 @@ class VerlSweepImpl(Sweeper):
                  timeout: Optional[float], max_consecutive_failures: int, params: Optional[DictConfig],
                  enqueue: Sequence[Any], enqueue_recipe: bool, heartbeat_interval: int,
                  grace_period: Optional[int], long_run: DictConfig, remeasure: bool = False,
-                 guide: Optional[DictConfig] = None, infer: bool = True, schedule: str = "auto") -> None:
+                 guide: Optional[DictConfig] = None, infer: bool = True, schedule: str = "auto",
+                 devices_per_trial: Optional[int] = None) -> None:
         self.schedule = str(schedule)       # verlsweep.study.inflight.choose resolves it against the launcher
+        self.devices_per_trial = devices_per_trial
         self.direction = direction
         self.params = params
         self.long_run = long_run
@@ -122,6 +124,10 @@ class VerlSweepImpl(Sweeper):
             problems.append(Problem(_space.PARAMS_KEY, space.fixed or None,
                                     "at least one swept param (choice/range/interval), e.g. space=rollout_memory"))
         problems += _space.check(space, self.config, self._group_options)
+        groups, refused = subsets.plan(self.config, self.devices_per_trial, s.n_jobs, space.distributions, s.schedule)
+        problems += refused
+        if groups is not None:
+            s.trial_overrides, s.slot_overrides = groups.shared(), [groups.slot(i) for i in range(s.n_jobs)]
         if problems:
             raise SearchSpaceError(problems)
         given = {a.split("=", 1)[0] for a in arguments}

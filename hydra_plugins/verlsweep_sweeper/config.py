@@ -195,6 +195,9 @@ class VerlSweepSweeperConf:
     # start when the whole batch has ended; auto: async when n_jobs > 1 and the launcher runs jobs in
     # their own processes (joblib, submitit_local, submitit_slurm, slurm), else batch
     schedule: str = "auto"
+    # K: each trial runs on K devices of one node, n_jobs trials side by side on disjoint device groups
+    # (verlsweep/study/subsets.py); null: every trial gets the whole node
+    devices_per_trial: Optional[int] = None
     timeout: Optional[float] = None   # seconds; no new batch starts after it
     max_consecutive_failures: int = 5
     params: Optional[Dict[str, Any]] = None

@@ -28,12 +28,22 @@ def spans(path: Path) -> dict[int, tuple[float, float]]:
     return {n: (s["start"], s["end"]) for n, s in out.items()}
 
 
-def test_a_trial_that_ends_is_replaced_while_the_others_of_its_batch_still_run(tmp_path):
-    # trials 0-2 start together; trial 0 outlasts the others until trial 3 has started: in batches
-    # trial 3 would wait for trial 0 (which then gives up after a minute) and this fails
-    proc = run(tmp_path, *JOBLIB, "hydra.sweeper.n_trials=4", "+app.step_seconds=0.2",
-               "hydra/sweeper/sampler=grid", "hydra.sweeper.enqueue_recipe=false",
-               f"+app.events={tmp_path / 'events'}", "+app.together=3", "+app.together_until=3", "+app.hold=[0,3]")
+@pytest.fixture(scope="module")
+def subset_sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess]:
+    """Four trials, three at a time on groups of 2 of a2_64g's 8 devices. Trials 0-2 start together;
+    trial 0 outlasts the others until trial 3 has started: in batches trial 3 would wait for trial 0
+    (which gives up after a minute) and the replacement test fails."""
+    tmp = tmp_path_factory.mktemp("async")
+    proc = run(tmp, *JOBLIB, "hydra.sweeper.devices_per_trial=2", "hydra.sweeper.n_trials=4",
+               "+app.step_seconds=0.2", "hydra/sweeper/sampler=grid", "hydra.sweeper.enqueue_recipe=false",
+               "verl.actor_rollout_ref.rollout.tensor_model_parallel_size=choice(1,2)",
+               f"+app.events={tmp / 'events'}", f"+app.devices={tmp / 'devices'}", "+app.together=3",
+               "+app.together_until=3", "+app.hold=[0,3]")
+    return tmp, proc
+
+
+def test_a_trial_that_ends_is_replaced_while_the_others_of_its_batch_still_run(subset_sweep):
+    tmp_path, proc = subset_sweep
     span = spans(tmp_path / "events")
     assert sorted(span) == [0, 1, 2, 3]                        # each trial ran once
     assert span[3][0] < span[0][1]                            # replaced while trial 0 of its batch still ran
@@ -43,6 +53,25 @@ def test_a_trial_that_ends_is_replaced_while_the_others_of_its_batch_still_run(t
     assert sorted(int(r["number"]) for r in rows(tmp_path)) == [0, 1, 2, 3]
     assert all(t.state.is_finished() for t in study_trials(tmp_path))
     assert proc.stdout.count("[4/4]") == 1                    # the status line after the last trial
+
+
+def test_trials_on_device_subsets_never_share_a_device_while_they_overlap(subset_sweep):
+    tmp_path, _ = subset_sweep
+    held: dict[int, dict] = {}
+    for line in (tmp_path / "devices").read_text().splitlines():
+        kind, n, t, visible, n_gpus, port = line.split()
+        held.setdefault(int(n), {"devices": set(map(int, visible.split(","))), "n_gpus": int(n_gpus),
+                                 "port": int(port)})[kind] = float(t)
+    assert sorted(held) == [0, 1, 2, 3]
+    assert all(len(h["devices"]) == 2 and h["n_gpus"] == 2 and h["devices"] <= set(range(8)) for h in held.values())
+    overlapping = [(a, b) for a in held for b in held if a < b
+                   and held[a]["start"] < held[b]["end"] and held[b]["start"] < held[a]["end"]]
+    assert len(overlapping) >= 3                               # 0, 1, 2 together, then 3 beside 0
+    for a, b in overlapping:
+        assert not held[a]["devices"] & held[b]["devices"], (a, b, held)
+        assert held[a]["port"] != held[b]["port"]
+    assert "n_gpus_per_node=$NGPUS_PER_NODE" in (tmp_path / "sweep" / "best_launch.sh").read_text()
+    assert "NGPUS_PER_NODE=${NGPUS_PER_NODE:-8}" in (tmp_path / "sweep" / "best_launch.sh").read_text()
 
 
 def test_a_sweep_killed_with_three_trials_in_flight_is_settled_by_the_rerun(tiny_model_dir, gsm8k_dir,

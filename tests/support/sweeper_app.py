@@ -14,7 +14,8 @@ fast the launcher's workers start; with together_until, only trials numbered bel
 exception), fail_trials (trial numbers that raise), noise (per-step relative noise), slow_trials
 (trial numbers whose steps take step_seconds x 20), hold (with events, a pair [a, b]: trial a ends only
 once trial b has started, up to a minute: a trial that outlasts others by as long as they take to be
-replaced, however slow the machine).
+replaced, however slow the machine), devices (a file that gets `start|end <trial> <time> <visible devices>
+<trainer.n_gpus_per_node> <HCCL_IF_BASE_PORT>` lines, from the trial's env: and verl: config).
 """
 from __future__ import annotations
 
@@ -64,6 +65,14 @@ def _event(path: Any, kind: str, number: Any) -> None:
             f.write(f"{kind} {number} {time.time():.3f} {os.getpid()}\n")
 
 
+def _devices(path: Any, kind: str, number: Any, cfg: DictConfig) -> None:
+    if path:
+        visible = OmegaConf.select(cfg, f"env.{cfg.hardware.visible_devices_env}", default=None)
+        with open(path, "a") as f:
+            f.write(f"{kind} {number} {time.time():.3f} {visible} {cfg.verl.trainer.n_gpus_per_node} "
+                    f"{OmegaConf.select(cfg, 'env.HCCL_IF_BASE_PORT', default=None)}\n")
+
+
 def _wait_for_start(path: str, number: int, timeout_s: float = 60.0) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -89,6 +98,7 @@ def main(cfg: DictConfig) -> Any:
     app = OmegaConf.to_container(cfg.get("app") or OmegaConf.create({}), resolve=True)
     number = OmegaConf.select(cfg, "trial.number")
     _event(app.get("events"), "start", number)
+    _devices(app.get("devices"), "start", number, cfg)
     if app.get("together") and app.get("events") and int(number) < int(app.get("together_until", 1 << 30)):
         _wait_for_batch(app["events"], int(number), int(app["together"]))
     try:
@@ -126,6 +136,7 @@ def main(cfg: DictConfig) -> Any:
         hold = app.get("hold")
         if hold and app.get("events") and int(number) == int(hold[0]):
             _wait_for_start(app["events"], int(hold[1]))
+        _devices(app.get("devices"), "end", number, cfg)
         _event(app.get("events"), "end", number)
 
 

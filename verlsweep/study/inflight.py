@@ -67,15 +67,18 @@ class Flight:
     trial: optuna.Trial
     job_idx: int
     future: concurrent.futures.Future
+    slot: int
 
 
 class InFlight:
     """Trials whose jobs run now, each waited on by its own daemon thread (a sweep interrupted with
     jobs in flight exits without waiting for them: its trials are abandoned and re-run, as in batches)."""
 
-    def __init__(self, run_batch: Callable[[list[list[str]], int], Sequence[Any]], n_jobs: int) -> None:
+    def __init__(self, run_batch: Callable[[list[list[str]], int], Sequence[Any]], n_jobs: int,
+                 slots: Sequence[list[str]] = ()) -> None:
         self.run_batch = run_batch
         self.n_jobs = n_jobs
+        self.slots = slots          # per slot, overrides its trial gets (a device group, verlsweep.study.subsets)
         self.flights: list[Flight] = []
 
     def __len__(self) -> int:
@@ -90,6 +93,9 @@ class InFlight:
 
     def start(self, trial: optuna.Trial, overrides: list[str], job_idx: int) -> None:
         future: concurrent.futures.Future = concurrent.futures.Future()
+        slot = min(set(range(self.n_jobs)) - {f.slot for f in self.flights})
+        if self.slots:
+            overrides = overrides + self.slots[slot]
 
         def work() -> None:
             try:
@@ -100,7 +106,7 @@ class InFlight:
                 future.set_result(returns[0] if returns else None)
 
         threading.Thread(target=work, name=f"verlsweep-trial-{trial.number}", daemon=True).start()
-        self.flights.append(Flight(trial, job_idx, future))
+        self.flights.append(Flight(trial, job_idx, future, slot))
 
     def wait(self, timeout: Optional[float] = None) -> list[tuple[optuna.Trial, Any, Optional[TrialResult]]]:
         """The trials that ended (at least one unless `timeout`), in the order they were started: each

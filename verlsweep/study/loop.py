@@ -16,7 +16,7 @@ import logging
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
@@ -67,6 +67,9 @@ class Settings:
     guide_top_k: int
     infer: bool
     schedule: str = "batch"          # or "async" (verlsweep.study.inflight.choose picked it)
+    # devices_per_trial (verlsweep.study.subsets): every trial's overrides, and each device group's
+    trial_overrides: list[str] = field(default_factory=list)
+    slot_overrides: list[list[str]] = field(default_factory=list)
 
 
 @dataclass
@@ -326,7 +329,8 @@ class Loop:
             show=lambda: self._after(study, n_trials, outputs, me),
             others_running=others_running, watch=lambda ts: heartbeat.add(ids(ts)),
             unwatch=lambda ts: heartbeat.remove(ids(ts)), abandon=lambda ts: budget.abandon(study, ts))
-        self.job_idx = inflight.run(sweep, inflight.InFlight(self.hydra.run_batch, self.s.n_jobs), self.job_idx)
+        self.job_idx = inflight.run(sweep, inflight.InFlight(self.hydra.run_batch, self.s.n_jobs,
+                                                                 self.s.slot_overrides), self.job_idx)
         if len(failures) >= self.s.max_consecutive_failures:
             raise SweepStopped(self._stop_message(failures))
 
@@ -384,6 +388,7 @@ class Loop:
         """The trial's job overrides, or its result when nothing is launched (reused, ruled out, config_error)."""
         overrides = self._job_overrides(space, trial, links)
         trial.set_user_attr(OVERRIDES_ATTR, overrides)
+        overrides = overrides + self.s.trial_overrides      # not best_launch.sh's: that one is the whole node's
         source = None if self.s.remeasure else reuse.measured_match(study, trial.params, space.value,
                                                                      trial.number)
         if source is not None:
