@@ -103,3 +103,25 @@ def test_an_interrupted_sweep_abandons_exactly_the_trials_still_in_flight():
         inflight.run(sweep(study, 6, told, abandoned, stop_after=1),
                      inflight.InFlight(Fake({1: 0.5, 2: 0.5}).run_batch, 3), 0)
     assert [n for n, _ in told] == [0] and sorted(t.number for t in abandoned) == [1, 2]
+
+
+def test_a_stop_asks_no_more_trials_but_tells_the_ones_in_flight():
+    study = optuna.create_study(direction="maximize")
+    told: list = []
+    hooks = sweep(study, 10, told, [])
+    hooks.count = lambda batch: any(t.outcome == "crash" for t in batch)     # max_consecutive_failures reached
+    inflight.run(hooks, inflight.InFlight(Fake({1: 0.3}, fail=(0,)).run_batch, 2), 0)
+    assert sorted(told) == [(0, "crash"), (1, "completed")] and len(study.trials) == 2
+
+
+def test_each_trial_in_flight_holds_a_slot_of_its_own_and_frees_it_when_it_ends():
+    study = optuna.create_study(direction="maximize")
+    seen: dict[int, list[str]] = {}
+    fake = Fake({0: 0.4})
+
+    def run_batch(jobs: list[list[str]], idx: int) -> list[Any]:
+        seen[int(jobs[0][0])] = jobs[0][1:]
+        return fake.run_batch([jobs[0][:1]], idx)
+
+    inflight.run(sweep(study, 4, [], []), inflight.InFlight(run_batch, 2, [["dev=0,1"], ["dev=2,3"]]), 0)
+    assert seen[0] == ["dev=0,1"] and {n: seen[n] for n in (1, 2, 3)} == {n: ["dev=2,3"] for n in (1, 2, 3)}
