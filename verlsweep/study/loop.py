@@ -209,7 +209,7 @@ class Loop:
         entries = _enqueue.entries(self.config, space, s.enqueue, s.enqueue_recipe)
         if not isinstance(sampler, optuna.samplers.GridSampler):   # a grid runs every config anyway
             guided, predictions = _guide.guide(self.config, space, s.guide_top_k, seed=int(s.sampler.get("seed") or 0),
-                                               compose=self.hydra.compose_trial)
+                                               compose=lambda o: self.hydra.compose_trial([*o, *s.trial_overrides]))
             entries += guided
             if predictions and isinstance(study.sampler, BoundarySampler):
                 study.sampler.prior = _guide.prior(predictions, space)   # ranks the combinations it opens
