@@ -129,7 +129,7 @@ class InFlight:
 @dataclass
 class Sweep:
     """What the asynchronous loop asks of the sweep (verlsweep.study.loop.Loop gives it)."""
-    slots: Callable[[], Optional[int]]     # trials that may still be asked (None: no new ones, e.g. timeout)
+    slots: Callable[[], Optional[int]]     # trials that may still be asked (None: no new ones ever, e.g. timeout)
     ask: Callable[[int], list[optuna.Trial]]
     # a trial's job overrides, or its result when nothing is launched (reused, ruled out, config_error)
     prepare: Callable[[optuna.Trial], tuple[Optional[Told], Optional[list[str]]]]
@@ -151,6 +151,7 @@ def run(sweep: Sweep, flights: InFlight, first_job_idx: int) -> int:
     try:
         while True:
             slots = None if stop else sweep.slots()
+            stop = stop or slots is None
             if slots and flights.free:
                 asked = sweep.ask(min(flights.free, slots))
                 for trial in asked:

@@ -310,7 +310,8 @@ class Loop:
         def slots() -> Optional[int]:
             me.settle_stale()
             if self._timed_out(started):
-                log.warning("verlsweep: timeout of %ss reached, no new trials", self.s.timeout)
+                log.warning("verlsweep: timeout of %ss reached, no new trials (those in flight end first)",
+                            self.s.timeout)
                 return None
             return budget.remaining(study, n_trials)
 
