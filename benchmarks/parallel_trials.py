@@ -123,7 +123,7 @@ def one_sweep(land: Landscape, seed: int, n_trials: int, slots: int, batch: bool
         with quiet_optuna():
             return [study.ask(fixed_distributions=sp.distributions) for _ in range(count)]
 
-    sweep = inflight.Sweep(slots=lambda: remaining(study, n_trials), ask=ask, prepare=lambda trial: (None, []),
+    sweep = inflight.Sweep(left=lambda: remaining(study, n_trials), ask=ask, prepare=lambda trial: (None, []),
                            tell=tell, count=lambda told: False, show=lambda: None, others_running=lambda: False,
                            watch=lambda ts: None, unwatch=lambda ts: None, abandon=lambda ts: None)
     inflight.run(sweep, flights, 0)

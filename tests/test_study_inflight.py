@@ -71,7 +71,7 @@ def sweep(study: optuna.Study, n_trials: int, told: list, abandoned: list, stop_
     def ask(n: int) -> list[optuna.Trial]:
         return [study.ask({"x": optuna.distributions.FloatDistribution(0, 1)}) for _ in range(n)]
 
-    return inflight.Sweep(slots=lambda: remaining(study, n_trials), ask=ask,
+    return inflight.Sweep(left=lambda: remaining(study, n_trials), ask=ask,
                           prepare=lambda trial: (None, [str(trial.number)]), tell=tell, count=count,
                           show=lambda: None, others_running=lambda: False, watch=lambda ts: None,
                           unwatch=lambda ts: None, abandon=abandoned.extend)
@@ -125,3 +125,19 @@ def test_each_trial_in_flight_holds_a_slot_of_its_own_and_frees_it_when_it_ends(
 
     inflight.run(sweep(study, 4, [], []), inflight.InFlight(run_batch, 2, [["dev=0,1"], ["dev=2,3"]]), 0)
     assert seen[0] == ["dev=0,1"] and {n: seen[n] for n in (1, 2, 3)} == {n: ["dev=2,3"] for n in (1, 2, 3)}
+
+
+def test_an_interrupt_while_preparing_abandons_the_asked_trials_not_yet_started_too():
+    study = optuna.create_study(direction="maximize")
+    abandoned: list = []
+    hooks = sweep(study, 6, [], abandoned)
+
+    def prepare(trial: optuna.Trial) -> tuple:
+        if trial.number == 1:
+            raise KeyboardInterrupt
+        return None, [str(trial.number)]
+
+    hooks.prepare = prepare
+    with pytest.raises(KeyboardInterrupt):
+        inflight.run(hooks, inflight.InFlight(Fake({0: 0.5}).run_batch, 3), 0)
+    assert sorted(t.number for t in abandoned) == [0, 1, 2]

@@ -75,10 +75,11 @@ class InFlight:
     jobs in flight exits without waiting for them: its trials are abandoned and re-run, as in batches)."""
 
     def __init__(self, run_batch: Callable[[list[list[str]], int], Sequence[Any]], n_jobs: int,
-                 slots: Sequence[list[str]] = ()) -> None:
+                 slot_overrides: Sequence[list[str]] = ()) -> None:
         self.run_batch = run_batch
         self.n_jobs = n_jobs
-        self.slots = slots          # per slot, overrides its trial gets (a device group, verlsweep.study.subsets)
+        # per slot (0 .. n_jobs-1), what the trial holding it gets: a device group (verlsweep.study.subsets)
+        self.slot_overrides = slot_overrides
         self.flights: list[Flight] = []
 
     def __len__(self) -> int:
@@ -94,8 +95,8 @@ class InFlight:
     def start(self, trial: optuna.Trial, overrides: list[str], job_idx: int) -> None:
         future: concurrent.futures.Future = concurrent.futures.Future()
         slot = min(set(range(self.n_jobs)) - {f.slot for f in self.flights})
-        if self.slots:
-            overrides = overrides + self.slots[slot]
+        if self.slot_overrides:
+            overrides = overrides + self.slot_overrides[slot]
 
         def work() -> None:
             try:
@@ -129,7 +130,7 @@ class InFlight:
 @dataclass
 class Sweep:
     """What the asynchronous loop asks of the sweep (verlsweep.study.loop.Loop gives it)."""
-    slots: Callable[[], Optional[int]]     # trials that may still be asked (None: no new ones ever, e.g. timeout)
+    left: Callable[[], Optional[int]]      # trials that may still be asked (None: no new ones ever, e.g. timeout)
     ask: Callable[[int], list[optuna.Trial]]
     # a trial's job overrides, or its result when nothing is launched (reused, ruled out, config_error)
     prepare: Callable[[optuna.Trial], tuple[Optional[Told], Optional[list[str]]]]
@@ -148,14 +149,17 @@ def run(sweep: Sweep, flights: InFlight, first_job_idx: int) -> int:
     the freed slot refilled, and only then the outputs written (the report takes seconds)."""
     job_idx = first_job_idx
     stop = unshown = False
+    unstarted: list[optuna.Trial] = []
     try:
         while True:
-            slots = None if stop else sweep.slots()
-            stop = stop or slots is None
-            if slots and flights.free:
-                asked = sweep.ask(min(flights.free, slots))
+            left = None if stop else sweep.left()
+            stop = stop or left is None
+            if left and flights.free:
+                asked = sweep.ask(min(flights.free, left))
+                unstarted = list(asked)
                 for trial in asked:
                     done, overrides = sweep.prepare(trial)
+                    unstarted.remove(trial)
                     if done is not None:
                         stop = sweep.count([done]) or stop
                         unshown = True
@@ -169,13 +173,13 @@ def run(sweep: Sweep, flights: InFlight, first_job_idx: int) -> int:
                 sweep.show()
                 unshown = False
             if not flights:
-                if slots == 0 and not stop and sweep.others_running():
-                    continue            # others_running waited a moment; slots() settles a dead sweep's trials
+                if left == 0 and not stop and sweep.others_running():
+                    continue            # others_running waited a moment; left() settles a dead sweep's trials
                 return job_idx
             ended = flights.wait()
             sweep.unwatch(t for t, _, _ in ended)
             stop = sweep.count([sweep.tell(trial, ret, result) for trial, ret, result in ended]) or stop
             unshown = True
     except BaseException:
-        sweep.abandon(flights.trials())
+        sweep.abandon(flights.trials() + unstarted)
         raise

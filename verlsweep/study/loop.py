@@ -307,7 +307,7 @@ class Loop:
     def _loop_async(self, study: optuna.Study, space: _space.SearchSpace, n_trials: int, links: dict[str, Any],
                     outputs: _outputs.Outputs, started: float, heartbeat: create.Heartbeat,
                     me: _session.SweepSession, failures: list[results.Told]) -> None:
-        def slots() -> Optional[int]:
+        def left() -> Optional[int]:
             me.settle_stale()
             if self._timed_out(started):
                 log.warning("verlsweep: timeout of %ss reached, no new trials (those in flight end first)",
@@ -323,7 +323,7 @@ class Loop:
 
         ids = lambda trials: [optuna_private.trial_id(t) for t in trials]  # noqa: E731
         sweep = inflight.Sweep(
-            slots=slots, ask=lambda count: self._ask(study, space, count, n_trials, me),
+            left=left, ask=lambda count: self._ask(study, space, count, n_trials, me),
             prepare=lambda trial: self._prepare(study, space, trial, links),
             tell=lambda trial, ret, result: self._tell(study, trial, ret, result),
             count=lambda told: self._count_failures(told, failures),
