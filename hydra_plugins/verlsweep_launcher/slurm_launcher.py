@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import threading
 import time
 from pathlib import Path
 from typing import Any, Sequence
@@ -30,6 +31,10 @@ from verlsweep.common import slurm
 
 log = logging.getLogger(__name__)
 
+# asynchronous trials (verlsweep/study/inflight.py) wait on their jobs from a thread each; submitit's
+# watcher is shared by every SlurmJob, so one sacct per poll serves them all
+_SACCT_LOCK = threading.Lock()
+_last_sacct = [0.0]
 UNFINISHED = ("PENDING", "RUNNING", "COMPLETING", "CONFIGURING", "REQUEUED", "RESIZING", "SUSPENDED", "UNKNOWN")
 
 
@@ -103,7 +108,10 @@ class VerlSweepSlurmLauncher(SlurmLauncher):
         as rarely as every 10 minutes for long jobs)."""
         while not all(job.done(force_check=False) for job in jobs):
             time.sleep(self.poll_s)
-            jobs[0].watcher.update()
+            with _SACCT_LOCK:
+                if time.monotonic() - _last_sacct[0] >= self.poll_s * 0.9:
+                    jobs[0].watcher.update()
+                    _last_sacct[0] = time.monotonic()
 
     def _final_state(self, job: Any) -> str:
         """sacct's final state (a job that wrote its result may still be RUNNING for a moment)."""

@@ -23,7 +23,7 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from verlsweep.common.errors import ConfigError, Problem, full_traceback_wanted
-from verlsweep.study import app, create, peer_compat, space as _space
+from verlsweep.study import app, create, inflight, peer_compat, space as _space, subsets
 from verlsweep.study.loop import Hydra, Loop, Settings, SweepStopped
 from verlsweep.study.space import SearchSpaceError
 
@@ -45,7 +45,10 @@ class VerlSweepImpl(Sweeper):
                  enqueue: Sequence[Any], enqueue_recipe: bool, heartbeat_interval: int,
                  grace_period: Optional[int], long_run: DictConfig, remeasure: bool = False,
                  guide: Optional[DictConfig] = None, infer: bool = True, max_failure_rate: Optional[float] = None,
-                 custom_search_space: Optional[str] = None, search_space: Optional[DictConfig] = None) -> None:
+                 custom_search_space: Optional[str] = None, search_space: Optional[DictConfig] = None,
+                 schedule: str = "auto", devices_per_trial: Optional[int] = None) -> None:
+        self.schedule = str(schedule)       # verlsweep.study.inflight.choose resolves it against the launcher
+        self.devices_per_trial = devices_per_trial
         self.direction = direction
         self.params = params
         self.search_space = search_space
@@ -117,6 +120,8 @@ class VerlSweepImpl(Sweeper):
         own = app.is_own_task(self.config)
         problems += peer_compat.check_rate(s.max_failure_rate)
         s.objectives = peer_compat.objectives(self.direction, s.objectives, own)
+        s.schedule, refused = inflight.choose(self.schedule, s.n_jobs, type(self.launcher))
+        problems += refused
         directions, _ = create.directions_and_objectives(self.direction, s.objectives)
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
         params = OmegaConf.to_container(self.params, resolve=True) if self.params else {}
@@ -127,6 +132,10 @@ class VerlSweepImpl(Sweeper):
             problems.append(Problem(_space.PARAMS_KEY, space.fixed or None,
                                     "at least one swept param (choice/range/interval), e.g. space=rollout_memory"))
         problems += _space.check(space, self.config, self._group_options)
+        groups, refused = subsets.plan(self.config, self.devices_per_trial, s.n_jobs, space.distributions, s.schedule)
+        problems += refused
+        if groups is not None:
+            s.trial_overrides, s.slot_overrides = groups.shared(), [groups.slot(i) for i in range(s.n_jobs)]
         if problems:
             raise SearchSpaceError(problems)
         given = {a.split("=", 1)[0] for a in arguments}

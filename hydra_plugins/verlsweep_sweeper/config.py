@@ -226,7 +226,14 @@ class VerlSweepSweeperConf:
     # null: <sweep>.<hardware>.<model>.<algorithm>[.<hash of other fixed overrides>]
     study_name: Optional[str] = None
     n_trials: int = 20            # the study's total: re-running the same command resumes it
-    n_jobs: int = 1               # trials per batch handed to the Hydra launcher
+    n_jobs: int = 1               # trials in flight at once (a batch of them with schedule=batch)
+    # async: a trial's end starts the next at once (verlsweep/study/inflight.py); batch: the next n_jobs
+    # start when the whole batch has ended; auto: async when n_jobs > 1 and the launcher runs jobs in
+    # their own processes (joblib, submitit_local, submitit_slurm, slurm), else batch
+    schedule: str = "auto"
+    # K: each trial runs on K devices of one node, n_jobs trials side by side on disjoint device groups
+    # (verlsweep/study/subsets.py); null: every trial gets the whole node
+    devices_per_trial: Optional[int] = None
     timeout: Optional[float] = None   # seconds; no new batch starts after it
     max_consecutive_failures: int = 5
     params: Optional[Dict[str, Any]] = None

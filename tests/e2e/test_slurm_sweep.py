@@ -69,6 +69,13 @@ def test_estimate_sweep_runs_every_trial_as_a_slurm_job_with_the_local_launchers
         assert set(run.data.tags) - SLURM_ONLY_TAGS == set(local.data.tags)
 
 
+def _job_of_trial(uri: str, number: int) -> str | None:
+    client = MlflowClient(uri)
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()],
+                              filter_string=f"tags.`trial.number` = '{number}'")
+    return runs[0].data.tags.get("slurm.job_id") if runs else None
+
+
 def _wait_for(what: str, check, timeout: float, proc: subprocess.Popen) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -96,9 +103,11 @@ def test_scancel_of_a_running_standin_trial_is_outcome_preempted_rerun_once_and_
         log = sweep_dir / "0" / "trial.log"
         _wait_for("trial 0 reaching a training step", lambda: log.exists() and "step:1" in log.read_text(),
                   600, proc)
-        [job] = [j for j in slurm_cluster.run("squeue", "-h", "-o", "%i %j").split()
-                 if j.endswith("_0")] or [None]
+        # trial 0's job, from its run's tag: `<array>_<task>` when a batch of jobs was one array, the
+        # job's own id when trials are launched one by one (hydra.sweeper.schedule=async, the default here)
+        job = _job_of_trial(uri, 0)
         assert job, slurm_cluster.run("squeue")
+        assert job in slurm_cluster.run("squeue", "-h", "-o", "%i").split(), slurm_cluster.run("squeue")
         slurm_cluster.run("scancel", job)
         out, err = proc.communicate(timeout=900)
     finally:

@@ -12,7 +12,10 @@ Test-only knobs (add with `+app.<key>=`): step_seconds (sleep per step), events 
 the `together` trials of its batch have all started, so a test of concurrency never depends on how
 fast the launcher's workers start; with together_until, only trials numbered below it wait), outcome (force an outcome, e.g. crash), raise (raise an
 exception), fail_trials (trial numbers that raise), noise (per-step relative noise), slow_trials
-(trial numbers whose steps take step_seconds x 20).
+(trial numbers whose steps take step_seconds x 20), hold (with events, a pair [a, b]: trial a ends only
+once trial b has started, up to a minute: a trial that outlasts others by as long as they take to be
+replaced, however slow the machine), devices (a file that gets `start|end <trial> <time> <visible devices>
+<trainer.n_gpus_per_node> <HCCL_IF_BASE_PORT>` lines, from the trial's env: and verl: config).
 """
 from __future__ import annotations
 
@@ -62,6 +65,23 @@ def _event(path: Any, kind: str, number: Any) -> None:
             f.write(f"{kind} {number} {time.time():.3f} {os.getpid()}\n")
 
 
+def _devices(path: Any, kind: str, number: Any, cfg: DictConfig) -> None:
+    if path:
+        visible = OmegaConf.select(cfg, f"env.{cfg.hardware.visible_devices_env}", default=None)
+        with open(path, "a") as f:
+            f.write(f"{kind} {number} {time.time():.3f} {visible} {cfg.verl.trainer.n_gpus_per_node} "
+                    f"{OmegaConf.select(cfg, 'env.HCCL_IF_BASE_PORT', default=None)}\n")
+
+
+def _wait_for_start(path: str, number: int, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with open(path) as f:
+            if any(line.startswith(f"start {number} ") for line in f):
+                return
+        time.sleep(0.05)
+
+
 def _wait_for_batch(path: str, number: int, together: int, timeout_s: float = 60.0) -> None:
     """Until trials 0 .. (the end of `number`'s batch of `together`) have all started."""
     needed = (number // together + 1) * together
@@ -78,6 +98,7 @@ def main(cfg: DictConfig) -> Any:
     app = OmegaConf.to_container(cfg.get("app") or OmegaConf.create({}), resolve=True)
     number = OmegaConf.select(cfg, "trial.number")
     _event(app.get("events"), "start", number)
+    _devices(app.get("devices"), "start", number, cfg)
     if app.get("together") and app.get("events") and int(number) < int(app.get("together_until", 1 << 30)):
         _wait_for_batch(app["events"], int(number), int(app["together"]))
     try:
@@ -112,6 +133,10 @@ def main(cfg: DictConfig) -> Any:
         return TrialResult("completed", objective=sum(measured) / len(measured), peak_memory_gb=peak,
                            steps=len(values), backend="test", duration_s=time.monotonic() - started)
     finally:
+        hold = app.get("hold")
+        if hold and app.get("events") and int(number) == int(hold[0]):
+            _wait_for_start(app["events"], int(hold[1]))
+        _devices(app.get("devices"), "end", number, cfg)
         _event(app.get("events"), "end", number)
 
 

@@ -16,7 +16,7 @@ import logging
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
@@ -36,7 +36,7 @@ from verlsweep.record import budget, results
 from verlsweep.record.budget import quiet_optuna
 from verlsweep.study import (create, enqueue as _enqueue, guide as _guide, job_dirs, outputs as _outputs, parent_run,
                              progress as _progress, reuse, session as _session, space as _space, view as _view)
-from verlsweep.study import app, peer_compat
+from verlsweep.study import app, inflight, peer_compat
 from verlsweep.study_link import absolute_storage_url
 
 log = logging.getLogger(__name__)
@@ -68,6 +68,10 @@ class Settings:
     infer: bool
     max_failure_rate: Optional[float] = None      # hydra-optuna-sweeper's keys (verlsweep.study.peer_compat)
     custom_search_space: Optional[str] = None
+    schedule: str = "batch"          # or "async" (verlsweep.study.inflight.choose picked it)
+    # devices_per_trial (verlsweep.study.subsets): every trial's overrides, and each device group's
+    trial_overrides: list[str] = field(default_factory=list)
+    slot_overrides: list[list[str]] = field(default_factory=list)
 
 
 @dataclass
@@ -216,7 +220,7 @@ class Loop:
                                    self.own if s.enqueue_recipe is None else s.enqueue_recipe)
         if self.own and not isinstance(sampler, optuna.samplers.GridSampler):   # a grid runs every config anyway
             guided, predictions = _guide.guide(self.config, space, s.guide_top_k, seed=int(s.sampler.get("seed") or 0),
-                                               compose=self.hydra.compose_trial)
+                                               compose=lambda o: self.hydra.compose_trial([*o, *s.trial_overrides]))
             entries += guided
             if predictions and isinstance(study.sampler, BoundarySampler):
                 study.sampler.prior = _guide.prior(predictions, space)   # ranks the combinations it opens
@@ -260,6 +264,8 @@ class Loop:
               outputs: _outputs.Outputs, started: float, heartbeat: create.Heartbeat,
               me: _session.SweepSession) -> None:
         failures: list[results.Told] = []
+        if self.s.schedule == "async":
+            return self._loop_async(study, space, n_trials, links, outputs, started, heartbeat, me, failures)
         waited = False
         while True:
             me.settle_stale()
@@ -288,20 +294,82 @@ class Loop:
                 told = self._run_batch(study, space, trials, links)
             finally:
                 heartbeat.remove(optuna_private.trial_id(t) for t in trials)
-            for t in told:
-                if t.failed:
-                    failures.append(t)
-                elif t.outcome != results.NO_RESULT:
-                    failures.clear()
-            me.repair_runs()
-            outputs.write(study)
-            if not self._dry_run:          # a dry run's in-memory study has nothing to report
-                self._view.after_batch(study, n_trials)
-            if self.s.max_failure_rate is not None:
-                if peer_compat.failure_rate_exceeded(told, self.s.max_failure_rate):
-                    raise SweepStopped(self._stop_message([t for t in told if t.failed], rate=True))
-            elif len(failures) >= self.s.max_consecutive_failures:
+            stop = self._count_failures(told, failures)
+            self._after(study, n_trials, outputs, me)
+            if stop == "rate":
+                raise SweepStopped(self._stop_message([t for t in told if t.failed], rate=True))
+            if stop:
                 raise SweepStopped(self._stop_message(failures))
+
+    def _count_failures(self, told: list[results.Told], failures: list[results.Told]) -> bool | str:
+        """True: max_consecutive_failures reached, stop; "rate": max_failure_rate exceeded by this batch
+        (hydra-optuna-sweeper's rule, which replaces ours when set)."""
+        for t in told:
+            if t.failed:
+                failures.append(t)
+            elif t.outcome != results.NO_RESULT:
+                failures.clear()
+        if self.s.max_failure_rate is not None:
+            return "rate" if peer_compat.failure_rate_exceeded(told, self.s.max_failure_rate) else False
+        return len(failures) >= self.s.max_consecutive_failures
+
+    def _after(self, study: optuna.Study, n_trials: int, outputs: _outputs.Outputs, me: _session.SweepSession) -> None:
+        """Outputs, progress and the parent run after trials ended."""
+        me.repair_runs()
+        outputs.write(study)
+        if not self._dry_run:          # a dry run's in-memory study has nothing to report
+            self._view.after_batch(study, n_trials)
+
+    # --- asynchronous trials (verlsweep.study.inflight): told and replaced one by one ---------------------
+
+    def _loop_async(self, study: optuna.Study, space: _space.SearchSpace, n_trials: int, links: dict[str, Any],
+                    outputs: _outputs.Outputs, started: float, heartbeat: create.Heartbeat,
+                    me: _session.SweepSession, failures: list[results.Told]) -> None:
+        def left() -> Optional[int]:
+            me.settle_stale()
+            if self._timed_out(started):
+                log.warning("verlsweep: timeout of %ss reached, no new trials (those in flight end first)",
+                            self.s.timeout)
+                return None
+            return budget.remaining(study, n_trials)
+
+        def others_running() -> bool:
+            if not budget.running_elsewhere(study, set()):
+                return False
+            time.sleep(min(self.s.heartbeat_interval, 5))
+            return True
+
+        recent: list[results.Told] = []      # max_failure_rate: judged on each window of n_jobs trials told
+        rate_failures: list[results.Told] = []
+
+        def count(told: list[results.Told]) -> bool:
+            stop = self._count_failures(told, failures)
+            if self.s.max_failure_rate is None:
+                return bool(stop)
+            recent.extend(told)
+            if len(recent) < self.s.n_jobs:
+                return False
+            window, recent[:] = list(recent), []
+            if peer_compat.failure_rate_exceeded(window, self.s.max_failure_rate):
+                rate_failures.extend(t for t in window if t.failed)
+                return True
+            return False
+
+        ids = lambda trials: [optuna_private.trial_id(t) for t in trials]  # noqa: E731
+        sweep = inflight.Sweep(
+            left=left, ask=lambda count: self._ask(study, space, count, n_trials, me),
+            prepare=lambda trial: self._prepare(study, space, trial, links),
+            tell=lambda trial, ret, result: self._tell(study, trial, ret, result),
+            count=count,
+            show=lambda: self._after(study, n_trials, outputs, me),
+            others_running=others_running, watch=lambda ts: heartbeat.add(ids(ts)),
+            unwatch=lambda ts: heartbeat.remove(ids(ts)), abandon=lambda ts: budget.abandon(study, ts))
+        self.job_idx = inflight.run(sweep, inflight.InFlight(self.hydra.run_batch, self.s.n_jobs,
+                                                                 self.s.slot_overrides), self.job_idx)
+        if rate_failures:
+            raise SweepStopped(self._stop_message(rate_failures, rate=True))
+        if self.s.max_failure_rate is None and len(failures) >= self.s.max_consecutive_failures:
+            raise SweepStopped(self._stop_message(failures))
 
     def _ask(self, study: optuna.Study, space: _space.SearchSpace, count: int, n_trials: int,
              me: _session.SweepSession) -> list[optuna.Trial]:
@@ -329,30 +397,12 @@ class Loop:
         launch, launched = [], []
         try:
             for trial in trials:
-                overrides = self._job_overrides(space, trial, links)
-                trial.set_user_attr(OVERRIDES_ATTR, overrides)
-                source = None if self.s.remeasure else reuse.measured_match(study, trial.params, space.value,
-                                                                             trial.number)
-                if source is not None:
-                    told.append(self._tell_reused(study, trial, source))
-                    continue
-                proven = proof(study.get_trials(deepcopy=False), trial.params) if self.s.infer and self.own else None
-                if proven is not None and proven.verdict == "fail":
-                    told.append(self._tell_ruled_out(study, trial, proven))
-                    continue
-                if proven is not None:        # launched all the same: it measures the throughput
-                    trial.set_user_attr(PROVEN_FIT_ATTR, proven.trial)
-                try:
-                    if self.own:      # another app's job composes once, in the launcher (as with the peer)
-                        self.hydra.validate(overrides)
-                except Exception as exc:  # noqa: BLE001 - a trial that cannot compose is this trial's outcome
-                    result = TrialResult("config_error", excerpt=f"{type(exc).__name__}: {exc}")
-                    told.append(self._tell(study, trial, None, result))
+                done, overrides = self._prepare(study, space, trial, links)
+                if done is not None:
+                    told.append(done)
                     continue
                 launch.append(overrides)
                 launched.append(trial)
-                if self._home is not None:
-                    job_dirs.link(self._home, self.sweep_dir, job_dirs.subdir_of(overrides) or str(trial.number))
             if launch:
                 try:
                     returns = list(self.hydra.run_batch(launch, self.job_idx))
@@ -371,6 +421,31 @@ class Loop:
             budget.abandon(study, [t for t in trials if t.number not in {x.number for x in told}])
             raise
         return told
+
+    def _prepare(self, study: optuna.Study, space: _space.SearchSpace, trial: optuna.Trial,
+                 links: dict[str, Any]) -> tuple[Optional[results.Told], Optional[list[str]]]:
+        """The trial's job overrides, or its result when nothing is launched (reused, ruled out, config_error)."""
+        overrides = self._job_overrides(space, trial, links)
+        trial.set_user_attr(OVERRIDES_ATTR, overrides)
+        overrides = overrides + self.s.trial_overrides      # not best_launch.sh's: that one is the whole node's
+        source = None if self.s.remeasure else reuse.measured_match(study, trial.params, space.value,
+                                                                     trial.number)
+        if source is not None:
+            return self._tell_reused(study, trial, source), None
+        proven = proof(study.get_trials(deepcopy=False), trial.params) if self.s.infer and self.own else None
+        if proven is not None and proven.verdict == "fail":
+            return self._tell_ruled_out(study, trial, proven), None
+        if proven is not None:        # launched all the same: it measures the throughput
+            trial.set_user_attr(PROVEN_FIT_ATTR, proven.trial)
+        try:
+            if self.own:      # another app's job composes once, in the launcher (as with the peer)
+                self.hydra.validate(overrides)
+        except Exception as exc:  # noqa: BLE001 - a trial that cannot compose is this trial's outcome
+            result = TrialResult("config_error", excerpt=f"{type(exc).__name__}: {exc}")
+            return self._tell(study, trial, None, result), None
+        if self._home is not None:
+            job_dirs.link(self._home, self.sweep_dir, job_dirs.subdir_of(overrides) or str(trial.number))
+        return None, overrides
 
     def _tell(self, study: optuna.Study, trial: optuna.Trial, ret: Any,
               result: TrialResult | None = None, note: str = "") -> results.Told:

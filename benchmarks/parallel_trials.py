@@ -1,0 +1,165 @@
+"""Batch vs asynchronous trials: wall time, slot utilization and device-hours to a near-best config.
+
+The same sweep, run twice: `hydra.sweeper.schedule=batch` (ask n_jobs trials, wait for the slowest)
+and `schedule=async` (a trial's end starts the next). Both run the sweeper's own scheduler,
+verlsweep.study.inflight.run, with a real Optuna study (multivariate TPE with constant_liar, the
+median pruner, OOMs told as constraint violations by verlsweep.record.results.tell); only the
+launcher is simulated, on a fake clock: a trial occupies its slot for the time the recipe's cost
+model gives (benchmarks/search_methods.py cost_dh):
+
+    OOM at vLLM start      STARTUP_S
+    OOM in step 1          STARTUP_S + one step
+    pruned after step k    STARTUP_S + (k + 1) steps     (step 1 counts twice: warm-up)
+    completed              STARTUP_S + (STEPS + 1) steps
+
+with step times from the hand-written and drawn landscapes of benchmarks/search_landscapes.py (the
+rollout_memory space on one node of 8 devices). A slot is one trial's allocation (a Slurm job of
+WORLD devices, or a device subset whose trials take the same time). Asking and telling cost no
+simulated time. The pruner decides a trial's step when the trial starts, from the trials completed by
+then (the real one decides at step 2 from those completed by then: slightly fewer prunes here).
+
+Columns: hours of wall time until N trials are told; utilization = slot-seconds busy / slot-seconds
+held (slots x wall); device-hours held until a config within 3% of the landscape's best is told (`>`:
+not within N trials); trials lost (not finished) or started twice over all runs.
+
+    python benchmarks/parallel_trials.py [--trials 40] [--slots 8] [--seeds 5]
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any, Optional
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import optuna  # noqa: E402
+from omegaconf import OmegaConf  # noqa: E402
+
+from hydra_plugins.verlsweep_sweeper.config import MedianPrunerConfig, TPESamplerConfig  # noqa: E402
+from verlsweep.common.result import TrialResult  # noqa: E402
+from verlsweep.record import results  # noqa: E402
+from verlsweep.record.budget import quiet_optuna, remaining  # noqa: E402
+from verlsweep.study import create, inflight  # noqa: E402
+from verlsweep.study_link import pruner_from_spec  # noqa: E402
+
+import search_methods  # noqa: E402
+from search_landscapes import HAND_WRITTEN, STEPS, WORLD, Landscape, all_configs, hand_written, key, space  # noqa: E402
+
+optuna.logging.set_verbosity(optuna.logging.ERROR)
+TARGET = 0.97
+
+
+class SimFlights(inflight.InFlight):
+    """InFlight on a fake clock: a trial's slot is busy for its cost-model duration. batch=True returns
+    trials only once all in flight have ended (Launcher.launch of a batch)."""
+
+    def __init__(self, n_jobs: int, land: Landscape, study: optuna.Study, sp: Any, batch: bool) -> None:
+        super().__init__(run_batch=lambda jobs, idx: [], n_jobs=n_jobs)
+        self.land, self.study, self.sp, self.batch = land, study, sp, batch
+        self.now = 0.0
+        self.busy = 0.0
+        self.running: dict[int, tuple[optuna.Trial, float, TrialResult]] = {}
+        self.starts: Counter[int] = Counter()
+
+    def __len__(self) -> int:
+        return len(self.running)
+
+    @property
+    def free(self) -> int:
+        return self.n_jobs - len(self.running)
+
+    def trials(self) -> list[optuna.Trial]:
+        return [t for t, _, _ in self.running.values()]
+
+    def start(self, trial: optuna.Trial, overrides: list[str], job_idx: int) -> None:
+        truth = self.land.truth[key({k: self.sp.value(k, v) for k, v in trial.params.items()})]
+        if truth.tok_s is None:
+            steps = 0
+            result = TrialResult("oom", failure_phase=truth.phase or "vllm_start")
+        else:
+            values = []
+            for step in range(1, STEPS + 1):
+                values.append(truth.tok_s * (0.5 if step == 1 else 1.0))
+                trial.report(values[-1], step)
+                if trial.should_prune():
+                    break
+            steps = len(values)
+            result = (TrialResult("completed", objective=statistics.mean(values[1:]), steps=steps)
+                      if steps == STEPS else TrialResult("pruned", objective=statistics.mean(values), steps=steps))
+        seconds = search_methods.cost_dh(truth, steps) * 3600 / WORLD
+        self.busy += seconds
+        self.starts[trial.number] += 1
+        self.running[trial.number] = (trial, self.now + seconds, result)
+
+    def wait(self, timeout: Optional[float] = None) -> list[tuple[optuna.Trial, Any, Optional[TrialResult]]]:
+        ends = [end for _, end, _ in self.running.values()]
+        self.now = max(ends) if self.batch else min(ends)
+        ended = [n for n, (_, end, _) in self.running.items() if end <= self.now]
+        return [(self.running[n][0], None, self.running.pop(n)[2]) for n in sorted(ended)]
+
+
+def one_sweep(land: Landscape, seed: int, n_trials: int, slots: int, batch: bool) -> dict[str, float]:
+    sp = space()
+    with quiet_optuna():
+        sampler = create.build_sampler(OmegaConf.structured(TPESamplerConfig(seed=seed)), sp)
+        pruner = pruner_from_spec(OmegaConf.to_container(OmegaConf.structured(MedianPrunerConfig)))
+        study = optuna.create_study(direction="maximize", sampler=sampler, pruner=pruner)
+    flights = SimFlights(slots, land, study, sp, batch)
+    reached: list[float] = []
+
+    def tell(trial: optuna.Trial, ret: Any, result: Optional[TrialResult]) -> results.Told:
+        assert result is not None
+        with quiet_optuna():
+            told = results.tell(study, trial, None, ["objective"], result=result)
+        if result.outcome == "completed" and result.objective >= TARGET * land.best and not reached:
+            reached.append(flights.now)
+        return told
+
+    def ask(count: int) -> list[optuna.Trial]:
+        with quiet_optuna():
+            return [study.ask(fixed_distributions=sp.distributions) for _ in range(count)]
+
+    sweep = inflight.Sweep(left=lambda: remaining(study, n_trials), ask=ask, prepare=lambda trial: (None, []),
+                           tell=tell, count=lambda told: False, show=lambda: None, others_running=lambda: False,
+                           watch=lambda ts: None, unwatch=lambda ts: None, abandon=lambda ts: None)
+    inflight.run(sweep, flights, 0)
+    trials = study.get_trials(deepcopy=False)
+    return {"wall_h": flights.now / 3600, "util": flights.busy / (slots * flights.now),
+            "dh_target": (reached[0] if reached else flights.now) * slots * WORLD / 3600,
+            "missed": 0 if reached else 1,
+            "lost": sum(not t.state.is_finished() for t in trials) + (n_trials - len(trials)),
+            "twice": sum(c > 1 for c in flights.starts.values())}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=40)
+    parser.add_argument("--slots", type=int, default=8)
+    parser.add_argument("--seeds", type=int, default=5)
+    args = parser.parse_args()
+    configs = all_configs(space())
+    lands = [hand_written(name, f, configs) for name, f in HAND_WRITTEN.items()]
+    print(f"{args.trials} trials, {args.slots} slots of {WORLD} devices, start-up {search_methods.STARTUP_S:.0f} s, "
+          f"{len(lands)} landscapes x {args.seeds} seeds (medians)")
+    print(f"{'landscape':<22} {'schedule':<8} {'wall h':>7} {'util':>6} {'dev-h to 3%':>12} {'lost':>5} {'twice':>6}")
+    ratios = []
+    for land in lands:
+        walls = {}
+        for mode in ("batch", "async"):
+            runs = [one_sweep(land, seed, args.trials, args.slots, mode == "batch") for seed in range(args.seeds)]
+            med = {k: statistics.median(r[k] for r in runs) for k in ("wall_h", "util", "dh_target")}
+            missed = f" ({sum(r['missed'] for r in runs)}>)" if any(r["missed"] for r in runs) else ""
+            walls[mode] = med["wall_h"]
+            print(f"{land.name[:22]:<22} {mode:<8} {med['wall_h']:>7.2f} {med['util']:>6.0%} "
+                  f"{med['dh_target']:>8.1f}{missed:<5} {sum(r['lost'] for r in runs):>5} "
+                  f"{sum(r['twice'] for r in runs):>6}")
+        ratios.append(walls["async"] / walls["batch"])
+    print(f"async wall / batch wall: median {statistics.median(ratios):.2f}, worst {max(ratios):.2f}")
+
+
+if __name__ == "__main__":
+    main()
