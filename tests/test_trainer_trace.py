@@ -131,3 +131,26 @@ def test_without_a_model_type_or_with_a_failing_trace_the_planner_says_it_used_t
 
 def test_token_counts_are_traced_on_a_grid_of_eight_steps_per_octave():
     assert [traced_terms.grid_tokens(t) for t in (1, 15.2, 4096, 4097, 5000, 8191)] == [1, 16, 4096, 4608, 5120, 8192]
+
+
+@pytest.mark.parametrize("model_type, extra", [
+    ("qwen2", {}), ("llama", {"head_dim": HD}),
+    ("qwen3_moe", {"head_dim": HD, "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 32})])
+def test_qwen2_llama_and_qwen3_moe_configs_trace_too(model_type, extra):
+    config = {**TINY, **extra, "model_type": model_type}
+    traced = trace_pass(config, PassSpec(tokens=TOKENS, update=True, grad_ckpt=True))
+    assert traced.work_bytes > TOKENS * VOCAB * 2 and traced.grads_bytes == traced.params_bytes
+
+
+@pytest.mark.parametrize("group, params_b", [("qwen3_30b_a3b", 30.532), ("qwen2_5_7b_instruct", 7.616)])
+def test_the_new_model_groups_build_the_published_parameter_count(group, params_b):
+    import torch
+    import transformers
+
+    inp = from_cfg(compose_config([f"model={group}"]))
+    config = json.loads(inp.model.hf_config)
+    assert inp.model.params == params_b * 1e9
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(
+            transformers.AutoConfig.for_model(config.pop("model_type"), **config))
+    assert sum(p.numel() for p in model.parameters()) == pytest.approx(params_b * 1e9, rel=1e-4)
