@@ -15,7 +15,7 @@ For the known points of verlsweep/plan/calibration.yaml:
 Then the time of a full util x TP x offload table for one hardware x model.
 The fit and the first three tables plan with the analytic formula, whose constants the fit sets.
 
-    python benchmarks/planner_accuracy.py [--fit] [--calibration FILE] [--repeats 20]
+    python benchmarks/planner_accuracy.py [--fit] [--calibration FILE] [--repeats 20] [--groups]
 
 --fit re-fits the `fit: true` constants to the points first (nothing is written) and shows both.
 """
@@ -147,6 +147,23 @@ def traced_peaks(cal: calibration.Calibration) -> None:
               f"{max(errors['analytic']):.1%}, traced {max(errors['traced']):.1%}")
 
 
+def by_group(cal: calibration.Calibration) -> None:
+    """The analytic formula against the trace for every model group, on one recipe per group
+    (a2_64g, remax, the group's own rollout knobs): the trainer peak and the actor update's terms."""
+    from verlsweep import CONF_DIR
+
+    print(f"\n{'model group (a2_64g, remax)':30s} {'traced GiB':>10s} {'analytic GiB':>12s} {'error':>7s}  trace")
+    for path in sorted((CONF_DIR / "model").glob("*.yaml")):
+        inp = from_cfg(compose_config(["hardware=a2_64g", "algorithm=remax", f"model={path.stem}"]))
+        start = time.perf_counter()
+        traced = plan(replace(inp, trainer="traced"), cal)
+        took = time.perf_counter() - start
+        analytic = plan(replace(inp, trainer="analytic"), cal).trainer_peak_gb
+        how = traced.trainer if traced.trainer != "traced" else ("cache" if took < 0.5 else f"{took:.0f} s")
+        print(f"{path.stem:30s} {traced.trainer_peak_gb:10.2f} {analytic:12.2f} "
+              f"{_err(analytic, traced.trainer_peak_gb)}  {how}")
+
+
 def accuracy(cal: calibration.Calibration) -> None:
     fitted_numbers(cal)
     held_out(cal)
@@ -177,6 +194,8 @@ def main() -> None:
     ap.add_argument("--fit", action="store_true", help="re-fit the fitted constants to the points first")
     ap.add_argument("--calibration", type=Path, default=None)
     ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--groups", action="store_true",
+                    help="also the analytic formula against the trace for every conf/model group (minutes, once)")
     args = ap.parse_args()
     cal = calibration.load(args.calibration)
     print(f"calibration: {cal.path}\n")
@@ -190,6 +209,8 @@ def main() -> None:
         print("\nwith the re-fitted constants:")
         cal = replace(cal, constants=result.constants)
     accuracy(cal)
+    if args.groups:
+        by_group(cal)
     speed(cal, args.repeats)
 
 

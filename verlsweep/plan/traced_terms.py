@@ -41,9 +41,10 @@ def grid_tokens(tokens: float) -> int:
 
 
 def _entropy_mode(role: Role, *, update: bool) -> str:
-    # old log-prob computes entropy (verl ray_trainer compute_log_prob, calculate_entropy=True); the ref
-    # does not; the update only when the loss uses it (entropy_coeff / calculate_entropy)
-    wanted = role.entropy_in_update if update else role.name == "actor"
+    # the old log-prob computes entropy unless LoRA, the ref never (verl/workers/fsdp_workers.py
+    # compute_log_prob `calculate_entropy = not is_lora`, compute_ref_log_prob `calculate_entropy=False`);
+    # the update only when the loss uses it (entropy_coeff / calculate_entropy)
+    wanted = role.entropy_in_update if update else (role.name == "actor" and not role.lora)
     if not role.vocab_head or not wanted:
         return "none"
     if role.entropy_chunking:
