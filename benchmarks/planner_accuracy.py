@@ -7,9 +7,15 @@ For the known points of verlsweep/plan/calibration.yaml:
 * held-out points (`held_out: true`): published numbers no fit uses, each with its source;
 * predicted status and binding constraint against the report for every point; points derived from
   the planner's own rules (`derived: true`) are shown but not counted.
+* peak memory side by side for every point that reports one: published, analytic (the packaged
+  constants, in-sample) and traced (plan.trainer=traced: the trainer's activations, logits and optimizer
+  step from the model code, verlsweep.plan.trainer_trace), with the time the traces took (cold) or
+  "cache" when the disk cache had them. The published number is actor/perf/max_memory_allocated_gb:
+  torch's allocated bytes, which is what both predictions are (no caching-allocator overhead).
 Then the time of a full util x TP x offload table for one hardware x model.
+The fit and the first three tables plan with the analytic formula, whose constants the fit sets.
 
-    python benchmarks/planner_accuracy.py [--fit] [--calibration FILE] [--repeats 20]
+    python benchmarks/planner_accuracy.py [--fit] [--calibration FILE] [--repeats 20] [--groups]
 
 --fit re-fits the `fit: true` constants to the points first (nothing is written) and shows both.
 """
@@ -45,6 +51,10 @@ def _reported(p: calibration.Point) -> list[tuple[str, float]]:
     return out
 
 
+def _inputs(p: calibration.Point, trainer: str = "analytic"):
+    return replace(point_inputs(p), trainer=trainer)
+
+
 def _predicted(v, kind: str) -> float:
     return v.tok_s if kind == "throughput" else v.trainer_peak_gb
 
@@ -61,7 +71,7 @@ def fitted_numbers(cal: calibration.Calibration) -> list[float]:
             continue
         rest = [smp for smp in all_samples if not smp.label.startswith(f"{p.id} ")]
         refit = fit(cal, rest)
-        v_in, v_out = plan(point_inputs(p), cal), plan(point_inputs(p), replace(cal, constants=refit.constants))
+        v_in, v_out = plan(_inputs(p), cal), plan(_inputs(p), replace(cal, constants=refit.constants))
         for kind, rep in _reported(p):
             if kind not in p.fit:
                 continue
@@ -82,7 +92,7 @@ def held_out(cal: calibration.Calibration) -> list[float]:
     for p in cal.points:
         if not p.held_out:
             continue
-        v = plan(point_inputs(p), cal)
+        v = plan(_inputs(p), cal)
         for kind, rep in _reported(p):
             pred = _predicted(v, kind)
             errors.append(abs(pred / rep - 1))
@@ -99,7 +109,7 @@ def feasibility(cal: calibration.Calibration) -> int:
     print(f"\n{'point':46s} {'reported':>22s} {'predicted':>22s}  counted")
     counted, agree_n = 0, 0
     for p in cal.points:
-        v = plan(point_inputs(p), cal)
+        v = plan(_inputs(p), cal)
         reported = "feasible" if p.feasible else f"fails: {p.binding}"
         predicted = v.status if v.feasible else f"{v.status}: {v.binding}"
         agree = v.feasible == p.feasible and (p.feasible or v.binding == p.binding)
@@ -113,17 +123,59 @@ def feasibility(cal: calibration.Calibration) -> int:
     return counted - agree_n
 
 
+def traced_peaks(cal: calibration.Calibration) -> None:
+    """Published, analytic and traced trainer peaks for every point that reports one."""
+    print(f"\n{'point with a published peak':34s} {'use':8s} {'published':>9s} {'analytic':>17s} "
+          f"{'traced':>17s}  trace")
+    errors: dict[str, list[float]] = {"analytic": [], "traced": []}
+    for p in cal.points:
+        if not p.peak_gb:
+            continue
+        analytic = plan(_inputs(p), cal).trainer_peak_gb
+        start = time.perf_counter()
+        verdict = plan(_inputs(p, "traced"), cal)
+        took = time.perf_counter() - start
+        traced, rep = verdict.trainer_peak_gb, float(p.peak_gb)
+        errors["analytic"].append(abs(analytic / rep - 1))
+        errors["traced"].append(abs(traced / rep - 1))
+        use = "held out" if p.held_out else "fitted" if "memory" in p.fit else "shown"
+        how = verdict.trainer if verdict.trainer != "traced" else ("cache" if took < 0.5 else f"{took:.0f} s")
+        print(f"{p.id:34.34s} {use:8s} {rep:9.2f} {analytic:9.2f} {_err(analytic, rep)}  {traced:9.2f} "
+              f"{_err(traced, rep)}  {how}")
+    if errors["traced"]:
+        print(f"worst peak error over {len(errors['traced'])} published peaks: analytic "
+              f"{max(errors['analytic']):.1%}, traced {max(errors['traced']):.1%}")
+
+
+def by_group(cal: calibration.Calibration) -> None:
+    """The analytic formula against the trace for every model group, on one recipe per group
+    (a2_64g, remax, the group's own rollout knobs): the trainer peak and the actor update's terms."""
+    from verlsweep import CONF_DIR
+
+    print(f"\n{'model group (a2_64g, remax)':30s} {'traced GiB':>10s} {'analytic GiB':>12s} {'error':>7s}  trace")
+    for path in sorted((CONF_DIR / "model").glob("*.yaml")):
+        inp = from_cfg(compose_config(["hardware=a2_64g", "algorithm=remax", f"model={path.stem}"]))
+        start = time.perf_counter()
+        traced = plan(replace(inp, trainer="traced"), cal)
+        took = time.perf_counter() - start
+        analytic = plan(replace(inp, trainer="analytic"), cal).trainer_peak_gb
+        how = traced.trainer if traced.trainer != "traced" else ("cache" if took < 0.5 else f"{took:.0f} s")
+        print(f"{path.stem:30s} {traced.trainer_peak_gb:10.2f} {analytic:12.2f} "
+              f"{_err(analytic, traced.trainer_peak_gb)}  {how}")
+
+
 def accuracy(cal: calibration.Calibration) -> None:
     fitted_numbers(cal)
     held_out(cal)
     feasibility(cal)
+    traced_peaks(cal)
 
 
 def speed(cal: calibration.Calibration, repeats: int) -> None:
     t0 = time.perf_counter()
     cfg = compose_config(["hardware=a2_64g", "model=qwen3_8b", "algorithm=remax"])
     compose_s = time.perf_counter() - t0
-    inp = from_cfg(cfg)
+    inp = replace(from_cfg(cfg), trainer="analytic")
     tps = tp_choices(cfg)
     grid(inp, cal, utils=DEFAULT_UTILS, tps=tps)            # warm caches (imports, calibration)
     times = []
@@ -132,7 +184,7 @@ def speed(cal: calibration.Calibration, repeats: int) -> None:
         rows = grid(inp, cal, utils=DEFAULT_UTILS, tps=tps)
         times.append(time.perf_counter() - t)
     med = statistics.median(times)
-    print(f"\nfull table a2_64g x qwen3_8b x remax: {len(rows)} plans (util {len(DEFAULT_UTILS)} x TP {tps} x "
+    print(f"\nfull table a2_64g x qwen3_8b x remax (analytic trainer): {len(rows)} plans (util {len(DEFAULT_UTILS)} x TP {tps} x "
           f"4 offload) in {med * 1e3:.1f} ms median of {repeats} ({med / len(rows) * 1e6:.0f} us per plan; "
           f"composing the config once: {compose_s * 1e3:.0f} ms)")
 
@@ -142,6 +194,8 @@ def main() -> None:
     ap.add_argument("--fit", action="store_true", help="re-fit the fitted constants to the points first")
     ap.add_argument("--calibration", type=Path, default=None)
     ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--groups", action="store_true",
+                    help="also the analytic formula against the trace for every conf/model group (minutes, once)")
     args = ap.parse_args()
     cal = calibration.load(args.calibration)
     print(f"calibration: {cal.path}\n")
@@ -155,6 +209,8 @@ def main() -> None:
         print("\nwith the re-fitted constants:")
         cal = replace(cal, constants=result.constants)
     accuracy(cal)
+    if args.groups:
+        by_group(cal)
     speed(cal, args.repeats)
 
 

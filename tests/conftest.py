@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,11 @@ from mlflow.tracking import MlflowClient
 
 from tests.support.fixtures.tiny_verl import make_gsm8k_parquet, make_tiny_qwen3
 from tests.support.trial_helpers import copy_store, serve
+
+# The planner traces the trainer from the model code by default (plan.trainer, conf/sweep.yaml): seconds per
+# new shape. The suite plans with the analytic formula, in this process and in the sweeps it starts, unless
+# a test asks for the trace (tests/test_trainer_trace.py).
+os.environ.setdefault("VERLSWEEP_PLAN_TRAINER", "analytic")
 
 
 # Tests that start Ray or Slurm daemons run one at a time on one pytest-xdist worker (`--dist loadgroup`,

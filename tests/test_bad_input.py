@@ -38,6 +38,7 @@ CASES = {
                                     f"{ACTOR}.ppo_max_token_len_per_gpu", ">= "),
     "unknown_device": (["hardware.device=tpu"], "hardware.device", "npu, cuda"),
     "hardware_auto_without_a_profile": (["hardware=auto"], "hardware.name", "python -m verlsweep.plan detect"),
+    "unknown_plan_trainer": (["plan.trainer=measured"], "plan.trainer", "traced, analytic"),
     "unset_environment_variable": (["paths.model_root=${oc.env:VERLSWEEP_TEST_UNSET_VAR}"], "model.path",
                                    "VERLSWEEP_TEST_UNSET_VAR"),
 }

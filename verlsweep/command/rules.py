@@ -14,6 +14,7 @@ from omegaconf.errors import InterpolationResolutionError
 
 from verlsweep.command.topology import tp_choices, world_size
 from verlsweep.common.errors import Problem
+from verlsweep.common.names import PLAN_TRAINERS
 
 DEVICES = ("npu", "cuda")
 ROLLOUT = "verl.actor_rollout_ref.rollout"
@@ -65,6 +66,10 @@ def check_rules(cfg: DictConfig) -> list[Problem]:
     device = _get(cfg, "hardware.device")
     if device not in DEVICES:
         problems.append(Problem("hardware.device", device, f"one of {', '.join(DEVICES)}"))
+
+    trainer = _get(cfg, "plan.trainer")
+    if trainer is not None and trainer not in PLAN_TRAINERS:
+        problems.append(Problem("plan.trainer", trainer, f"one of {', '.join(PLAN_TRAINERS)}"))
 
     util = _get(cfg, f"{ROLLOUT}.gpu_memory_utilization")
     if not _is_number(util) or not 0 < util <= 1:

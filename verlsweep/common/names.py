@@ -17,6 +17,10 @@ MLFLOW_URI_ENV = "MLFLOW_TRACKING_URI"
 # engine_workers.py _postprocess_output, renamed under actor/ by the trainer). The maximum over the steps.
 PEAK_MEMORY_METRIC = "actor/perf/max_memory_allocated_gb"
 
+# plan.trainer: where the planner's trainer activations come from (checked by verlsweep.command.rules,
+# read by verlsweep.plan.inputs): traced from the model code (verlsweep.plan.trainer_trace) or the formula.
+PLAN_TRAINERS = ("traced", "analytic")
+
 # Files in a trial dir.
 COMMAND_JSON = "command.json"                  # {"argv": [...], "env": {...}} of the trial
 COMMAND_SH = "command.sh"                      # the same as a runnable bash snippet

@@ -8,12 +8,15 @@ composing anything again (`dataclasses.replace`).
 """
 from __future__ import annotations
 
+import json
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
+from verlsweep.common.names import PLAN_TRAINERS
 from verlsweep.plan.trial_spec import Hardware, Model, NotPlannable, PlanInputs, Role, Rollout
 from verlsweep.plan.verl_config import (DEFAULT_CUDAGRAPH_MODE, VerlValues,
                                         default_capture_sizes)
@@ -63,6 +66,32 @@ def _actor_sp(v: VerlValues) -> int:
     return old if old > 1 else new
 
 
+# conf/model keys -> Hugging Face config.json keys, for a model group whose checkpoint is not on disk
+_HF_KEYS = {"num_layers": "num_hidden_layers", "hidden_size": "hidden_size",
+            "num_attention_heads": "num_attention_heads", "num_key_value_heads": "num_key_value_heads",
+            "head_dim": "head_dim", "intermediate_size": "intermediate_size", "vocab_size": "vocab_size",
+            "tie_word_embeddings": "tie_word_embeddings", "max_position_embeddings": "max_position_embeddings"}
+
+
+def _hf_config(model_node: Any) -> str | None:
+    """The model's Hugging Face config as JSON: the checkpoint's config.json when model.path holds one,
+    else the group's shapes under its model_type (plus hf_config_extra, e.g. MoE experts); None when
+    the group names no model_type."""
+    path = OmegaConf.select(model_node, "path", default=None, throw_on_resolution_failure=False)
+    if path and (Path(str(path)) / "config.json").is_file():
+        try:
+            return json.dumps(json.loads((Path(str(path)) / "config.json").read_text()), sort_keys=True)
+        except (OSError, ValueError):
+            pass        # unreadable: the group's shapes below
+    model_type = model_node.get("model_type")
+    if not model_type:
+        return None
+    config = {hf: model_node.get(key) for key, hf in _HF_KEYS.items() if model_node.get(key) is not None}
+    extra = model_node.get("hf_config_extra")
+    config.update(OmegaConf.to_container(extra, resolve=True) if extra is not None else {})
+    return json.dumps({"model_type": str(model_type), **config}, sort_keys=True)
+
+
 def from_cfg(cfg: DictConfig) -> PlanInputs:
     """Read a composed sweep config. Raises NotPlannable for what the model does not cover (another
     rollout or training engine, an unknown dtype, a hardware profile missing a number it needs)."""
@@ -97,6 +126,7 @@ def from_cfg(cfg: DictConfig) -> PlanInputs:
         tie_word_embeddings=bool(model_node.tie_word_embeddings),
         max_position_embeddings=(int(model_node.max_position_embeddings)
                                  if model_node.get("max_position_embeddings") is not None else None),
+        hf_config=_hf_config(model_node),
     )
     world = hardware.world
     prompt_len = int(v.get("data.max_prompt_length"))
@@ -209,5 +239,13 @@ def from_cfg(cfg: DictConfig) -> PlanInputs:
         hccl_buffsize_mb=float(hccl) if hccl is not None else (200.0 if hardware.device == "npu" else 4.0),
         margin_gb=float(plan.get("margin_gb", 0.0) or 0.0),
         legacy_trainer=not bool(v.get("trainer.use_v1")),
+        trainer=_trainer(plan), trace_limit_s=float(plan.get("trace_limit_s") or 120.0),
     )
+
+
+def _trainer(plan: Any) -> str:
+    trainer = str(plan.get("trainer") or "analytic")
+    if trainer not in PLAN_TRAINERS:
+        raise ValueError(f"plan.trainer={trainer!r}: allowed values are {', '.join(PLAN_TRAINERS)}")
+    return trainer
 

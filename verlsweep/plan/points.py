@@ -1,6 +1,7 @@
 """The calibration file's known points as composed configs, plan inputs and fit samples."""
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import lru_cache
 
 from omegaconf import DictConfig
@@ -27,11 +28,13 @@ def point_inputs(point: Point) -> PlanInputs:
 
 
 def samples(cal: Calibration) -> list[Sample]:
-    """Every reported number the points mark for fitting."""
+    """Every reported number the points mark for fitting, planned with the analytic formula (whose
+    constants the fit sets; traced terms would hide them)."""
     out: list[Sample] = []
     for point in cal.points:
+        inputs = replace(point_inputs(point), trainer="analytic")
         if "throughput" in point.fit and point.tok_s:
-            out.append(Sample(f"{point.id} tok/s", point_inputs(point), "throughput", float(point.tok_s)))
+            out.append(Sample(f"{point.id} tok/s", inputs, "throughput", float(point.tok_s)))
         if "memory" in point.fit and point.peak_gb:
-            out.append(Sample(f"{point.id} peak", point_inputs(point), "memory", float(point.peak_gb)))
+            out.append(Sample(f"{point.id} peak", inputs, "memory", float(point.peak_gb)))
     return out

@@ -115,7 +115,8 @@ def harvest(tracking_uri: str, experiment: str, *, warmup_steps: int = 1,
             if mean:
                 overrides.append(f"plan.{name}={mean:.1f}")
         try:
-            inputs = from_cfg(compose_config(overrides))
+            # the fit sets the analytic formula's constants: traced terms would hide them
+            inputs = from_cfg(compose_config([*overrides, "plan.trainer=analytic"]))
         except NotPlannable as exc:
             out.skipped[rid] = f"not plannable: {exc}"
             continue

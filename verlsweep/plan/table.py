@@ -66,6 +66,10 @@ def render(inp: PlanInputs, rows: list[Row], console: Console | None = None, *, 
         f"x n {inp.rollout.n}, prompt/response {inp.max_prompt_length}/{inp.max_response_length}. "
         "Peaks: GiB per device, every sequence at its max length; tok/s: perf/throughput per device."
     )
+    if rows:
+        console.print(f"Trainer activations, logits and optimizer step: {rows[0].verdict.trainer}"
+                      + (" (from the model code on fake tensors; plan.trainer=analytic for the formula)"
+                         if rows[0].verdict.trainer == "traced" else "") + ".")
     phases = _phase_columns(rows)
     table = Table(show_lines=False)
     for col in ("util", "TP", "offload p/o", *(_SHORT[p] for p in phases), "binding", "status", "tok/s"):

@@ -7,6 +7,7 @@ the phases a step goes through).
 from __future__ import annotations
 
 from verlsweep.common.names import GIB
+from verlsweep.plan import traced_terms
 from verlsweep.plan.calibration import Constants
 from verlsweep.plan.lengths import Lengths
 from verlsweep.plan.trial_spec import PlanInputs, Role
@@ -116,6 +117,10 @@ def pass_memory(inp: PlanInputs, role: Role, lengths: Lengths, c: Constants, *, 
         "logits": _logits(inp, role, tokens, c, backward=update),
     }
     step = s["grads"] if update and not role.offload_policy else 0.0   # Adam's temporary: one grads-sized tensor
+    traced = traced_terms.pass_terms(inp, role, tokens, update=update)
+    if traced is not None:      # plan.trainer=traced: the model code's own activations, logits, step
+        work = {"gathered": work["gathered"], "traced activations": traced.work}
+        step = traced.step if update and not role.offload_policy else 0.0
     if step > sum(work.values()):
         return {**on_device, "optimizer step": step}
     return {**on_device, **work}

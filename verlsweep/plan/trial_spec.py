@@ -52,6 +52,7 @@ class Model:
     vocab_size: int
     tie_word_embeddings: bool
     max_position_embeddings: int | None
+    hf_config: str | None = None  # its Hugging Face config as JSON, for the trainer trace (plan.trainer=traced)
 
     @property
     def embedding_params(self) -> float:
@@ -134,6 +135,8 @@ class PlanInputs:
     hccl_buffsize_mb: float
     margin_gb: float
     legacy_trainer: bool
+    trainer: str = "analytic"     # plan.trainer: traced | analytic (verlsweep.plan.traced_terms)
+    trace_limit_s: float = 120.0  # plan.trace_limit_s: one trace past this falls back to analytic
 
     @property
     def extra_generations_per_prompt(self) -> int:

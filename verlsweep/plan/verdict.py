@@ -8,7 +8,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from verlsweep.plan import calibration as calibration_mod
-from verlsweep.plan import ray_demand
+from verlsweep.plan import ray_demand, traced_terms
 from verlsweep.plan.calibration import Calibration
 from verlsweep.plan.inputs import from_cfg
 from verlsweep.plan.trial_spec import NotPlannable, PlanInputs
@@ -42,6 +42,7 @@ class Verdict:
     prompt_tokens: float              # expected mean lengths the predictions assume
     response_tokens: float
     checks: dict[str, Check] = field(default_factory=dict, repr=False)
+    trainer: str = "analytic"         # where the trainer's activation terms come from (traced_terms.source)
 
     @property
     def feasible(self) -> bool:
@@ -54,8 +55,9 @@ class Verdict:
         return self.trainer_peak_gb
 
     def summary(self) -> str:
+        trainer = "" if self.trainer == "analytic" else f"trainer memory {self.trainer}; "
         return (f"{self.status}: binding {self.binding}; {self.tok_s:.0f} tok/s/device predicted; "
-                f"{self.reason}")
+                f"{trainer}{self.reason}")
 
     def metrics(self) -> dict[str, float]:
         """Flat numbers for trackers (`plan/...`)."""
@@ -92,7 +94,7 @@ def plan(inp: PlanInputs, cal: Calibration) -> Verdict:
         trainer_peak_gb=expected.trainer_peak_gb, tok_s=tp.tok_s, step_s=tp.step_s, time_s=tp.parts,
         kv_tokens=worst.kv_tokens, concurrency=concurrency(inp, worst.kv_tokens, lengths),
         world=inp.hardware.world, prompt_tokens=lengths.prompt, response_tokens=lengths.response,
-        checks=worst.checks,
+        checks=worst.checks, trainer=traced_terms.source(inp),
     )
 
 

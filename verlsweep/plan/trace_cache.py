@@ -1,0 +1,55 @@
+"""On-disk cache of trainer traces (verlsweep.plan.trainer_trace), so a sweep traces each distinct
+shape once per machine.
+
+A result is one small JSON file named by the hash of everything that changes it: the model's Hugging
+Face config, what the pass runs, the tracer's version and the installed torch / transformers (whose
+kernels and model code are what is traced). The directory is $VERLSWEEP_CACHE/trace, by default
+$XDG_CACHE_HOME/verlsweep/trace (~/.cache/verlsweep/trace).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("VERLSWEEP_CACHE")
+    if not root:
+        root = str(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "verlsweep")
+    return Path(root).expanduser() / "trace"
+
+
+def _version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "absent"
+
+
+def key(kind: str, payload: dict[str, Any], tracer_version: int) -> str:
+    """A stable name for one trace: sha256 over the sorted JSON of what determines it."""
+    blob = json.dumps({"kind": kind, "payload": payload, "tracer": tracer_version,
+                       "torch": _version("torch"), "transformers": _version("transformers")},
+                      sort_keys=True, default=str)
+    return f"{kind}-{hashlib.sha256(blob.encode()).hexdigest()[:24]}"
+
+
+def load(name: str) -> dict[str, Any] | None:
+    path = cache_dir() / f"{name}.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None       # absent or half-written by a concurrent trial: trace again
+
+
+def store(name: str, result: dict[str, Any]) -> None:
+    """Write atomically (a sibling temp file renamed into place): trials of one sweep run at once."""
+    directory = cache_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    tmp = directory / f".{name}.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps(result, sort_keys=True))
+    os.replace(tmp, directory / f"{name}.json")
