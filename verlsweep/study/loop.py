@@ -37,6 +37,7 @@ from verlsweep.record.budget import quiet_optuna
 from verlsweep.study import (create, enqueue as _enqueue, guide as _guide, job_dirs, outputs as _outputs, parent_run,
                              progress as _progress, reuse, session as _session, space as _space, view as _view)
 from verlsweep.study import app, inflight, peer_compat
+from verlsweep.study.failures import FailureWatch
 from verlsweep.study_link import absolute_storage_url
 
 log = logging.getLogger(__name__)
@@ -263,9 +264,9 @@ class Loop:
     def _loop(self, study: optuna.Study, space: _space.SearchSpace, n_trials: int, links: dict[str, Any],
               outputs: _outputs.Outputs, started: float, heartbeat: create.Heartbeat,
               me: _session.SweepSession) -> None:
-        failures: list[results.Told] = []
+        watch = FailureWatch(self.s.max_consecutive_failures, self.s.max_failure_rate, self.s.n_jobs)
         if self.s.schedule == "async":
-            return self._loop_async(study, space, n_trials, links, outputs, started, heartbeat, me, failures)
+            return self._loop_async(study, space, n_trials, links, outputs, started, heartbeat, me, watch)
         waited = False
         while True:
             me.settle_stale()
@@ -294,24 +295,10 @@ class Loop:
                 told = self._run_batch(study, space, trials, links)
             finally:
                 heartbeat.remove(optuna_private.trial_id(t) for t in trials)
-            stop = self._count_failures(told, failures)
+            stop = watch.told(told, batch=True)
             self._after(study, n_trials, outputs, me)
-            if stop == "rate":
-                raise SweepStopped(self._stop_message([t for t in told if t.failed], rate=True))
             if stop:
-                raise SweepStopped(self._stop_message(failures))
-
-    def _count_failures(self, told: list[results.Told], failures: list[results.Told]) -> bool | str:
-        """True: max_consecutive_failures reached, stop; "rate": max_failure_rate exceeded by this batch
-        (hydra-optuna-sweeper's rule, which replaces ours when set)."""
-        for t in told:
-            if t.failed:
-                failures.append(t)
-            elif t.outcome != results.NO_RESULT:
-                failures.clear()
-        if self.s.max_failure_rate is not None:
-            return "rate" if peer_compat.failure_rate_exceeded(told, self.s.max_failure_rate) else False
-        return len(failures) >= self.s.max_consecutive_failures
+                raise SweepStopped(self._stop_message(watch))
 
     def _after(self, study: optuna.Study, n_trials: int, outputs: _outputs.Outputs, me: _session.SweepSession) -> None:
         """Outputs, progress and the parent run after trials ended."""
@@ -324,7 +311,7 @@ class Loop:
 
     def _loop_async(self, study: optuna.Study, space: _space.SearchSpace, n_trials: int, links: dict[str, Any],
                     outputs: _outputs.Outputs, started: float, heartbeat: create.Heartbeat,
-                    me: _session.SweepSession, failures: list[results.Told]) -> None:
+                    me: _session.SweepSession, watch: FailureWatch) -> None:
         def left() -> Optional[int]:
             me.settle_stale()
             if self._timed_out(started):
@@ -339,37 +326,19 @@ class Loop:
             time.sleep(min(self.s.heartbeat_interval, 5))
             return True
 
-        recent: list[results.Told] = []      # max_failure_rate: judged on each window of n_jobs trials told
-        rate_failures: list[results.Told] = []
-
-        def count(told: list[results.Told]) -> bool:
-            stop = self._count_failures(told, failures)
-            if self.s.max_failure_rate is None:
-                return bool(stop)
-            recent.extend(told)
-            if len(recent) < self.s.n_jobs:
-                return False
-            window, recent[:] = list(recent), []
-            if peer_compat.failure_rate_exceeded(window, self.s.max_failure_rate):
-                rate_failures.extend(t for t in window if t.failed)
-                return True
-            return False
-
         ids = lambda trials: [optuna_private.trial_id(t) for t in trials]  # noqa: E731
         sweep = inflight.Sweep(
             left=left, ask=lambda count: self._ask(study, space, count, n_trials, me),
             prepare=lambda trial: self._prepare(study, space, trial, links),
             tell=lambda trial, ret, result: self._tell(study, trial, ret, result),
-            count=count,
+            count=watch.told,
             show=lambda: self._after(study, n_trials, outputs, me),
             others_running=others_running, watch=lambda ts: heartbeat.add(ids(ts)),
             unwatch=lambda ts: heartbeat.remove(ids(ts)), abandon=lambda ts: budget.abandon(study, ts))
         self.job_idx = inflight.run(sweep, inflight.InFlight(self.hydra.run_batch, self.s.n_jobs,
                                                                  self.s.slot_overrides), self.job_idx)
-        if rate_failures:
-            raise SweepStopped(self._stop_message(rate_failures, rate=True))
-        if self.s.max_failure_rate is None and len(failures) >= self.s.max_consecutive_failures:
-            raise SweepStopped(self._stop_message(failures))
+        if watch.stopped_by:
+            raise SweepStopped(self._stop_message(watch))
 
     def _ask(self, study: optuna.Study, space: _space.SearchSpace, count: int, n_trials: int,
              me: _session.SweepSession) -> list[optuna.Trial]:
@@ -478,16 +447,5 @@ class Loop:
                                                    "(verlsweep.infer.rules); nothing launched")
         return self._tell(study, trial, None, result, not_launched(None, proof.trial))
 
-    def _stop_message(self, failures: list[results.Told], rate: bool = False) -> str:
-        last = failures[-1]
-        outcomes = ", ".join(f"{t.number}:{t.outcome}" for t in failures)
-        excerpt = (last.excerpt or "").strip().splitlines()
-        why = (f"hydra.sweeper.max_failure_rate={self.s.max_failure_rate}" if rate else
-               f"hydra.sweeper.max_consecutive_failures={self.s.max_consecutive_failures}")
-        return (f"verlsweep stopped the sweep: {len(failures)} {'' if rate else 'consecutive '}trials failed "
-                f"({outcomes}); {why}.\n"
-                "A run of failures like this usually means a broken environment (devices, drivers, paths, "
-                "a missing package), not a bad config.\n"
-                f"Last failure, trial {last.number} ({last.outcome}): {excerpt[-1][:500] if excerpt else 'no excerpt'}\n"
-                f"Results so far: {self.sweep_dir / _outputs.TRIALS_CSV}."
-                + (" Re-running the same command resumes the study." if self.s.storage else ""))
+    def _stop_message(self, watch: FailureWatch) -> str:
+        return watch.message(self.sweep_dir / _outputs.TRIALS_CSV, bool(self.s.storage))

@@ -1,0 +1,61 @@
+"""When failures stop a sweep: one rule for batched and asynchronous trials.
+
+Ours: `max_consecutive_failures` failed trials in a row (a trial with a result resets the count; one
+with no result, e.g. a task that returned None, neither counts nor resets). hydra-optuna-sweeper's,
+when `max_failure_rate` is set, replaces it: each batch of `n_jobs` trials told is judged on its share
+of failures (its _impl.py checks every batch). Asynchronous trials have no batches, so each run of
+`n_jobs` trials told in turn is one.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+from verlsweep.record import results
+from verlsweep.study import peer_compat
+
+
+class FailureWatch:
+    def __init__(self, max_consecutive: int, max_rate: Optional[float], window: int) -> None:
+        self.max_consecutive = max_consecutive
+        self.max_rate = max_rate
+        self.window = max(1, window)
+        self._in_a_row: list[results.Told] = []
+        self._pending: list[results.Told] = []
+        self.stopped_by: list[results.Told] = []      # the failures that stopped the sweep, once it must stop
+
+    def told(self, told: list[results.Told], batch: bool = False) -> bool:
+        """Count trials as they are told; True once the sweep must start no more trials. `batch`: these
+        are one whole batch (the rate is judged on them, not on a window)."""
+        for t in told:
+            if t.failed:
+                self._in_a_row.append(t)
+            elif t.outcome != results.NO_RESULT:
+                self._in_a_row.clear()
+        if self.max_rate is None:
+            if len(self._in_a_row) >= self.max_consecutive:
+                self.stopped_by = list(self._in_a_row)
+            return bool(self.stopped_by)
+        self._pending.extend(told)
+        if not batch and len(self._pending) < self.window:
+            return bool(self.stopped_by)
+        judged, self._pending = self._pending, []
+        if peer_compat.failure_rate_exceeded(judged, self.max_rate):
+            self.stopped_by = [t for t in judged if t.failed]
+        return bool(self.stopped_by)
+
+    def message(self, trials_csv: Path, resumable: bool) -> str:
+        failures = self.stopped_by
+        last = failures[-1]
+        outcomes = ", ".join(f"{t.number}:{t.outcome}" for t in failures)
+        excerpt = (last.excerpt or "").strip().splitlines()
+        rate = self.max_rate is not None
+        why = (f"hydra.sweeper.max_failure_rate={self.max_rate}" if rate else
+               f"hydra.sweeper.max_consecutive_failures={self.max_consecutive}")
+        return (f"verlsweep stopped the sweep: {len(failures)} {'' if rate else 'consecutive '}trials failed "
+                f"({outcomes}); {why}.\n"
+                "A run of failures like this usually means a broken environment (devices, drivers, paths, "
+                "a missing package), not a bad config.\n"
+                f"Last failure, trial {last.number} ({last.outcome}): {excerpt[-1][:500] if excerpt else 'no excerpt'}\n"
+                f"Results so far: {trials_csv}."
+                + (" Re-running the same command resumes the study." if resumable else ""))
