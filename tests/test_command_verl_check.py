@@ -89,3 +89,29 @@ def test_an_assertion_of_verls_config_classes_is_a_problem_not_a_crash(verl):
     (problem,) = check_with_verl(MICRO[1:], model_path_exists=False)      # no actor micro batch size
     assert problem.rule == "verl validate_config"
     assert "ppo_micro_batch_size_per_gpu" in problem.allowed
+
+
+@pytest.mark.parametrize("overrides", [
+    [],
+    [f"{ROLLOUT}.gpu_memory_utilization=0.5", "+actor_rollout_ref.rollout.engine_kwargs.vllm.x=1", "~trainer.logger"],
+    [f"{ROLLOUT}.gpu_memory_utilizaton=0.5"],             # unknown key
+    [f"+{ROLLOUT}.gpu_memory_utilization=0.5"],            # + on a key verl has
+    ["trainer.logger={a:1}"],                              # a dict onto a list
+    [f"{ROLLOUT}.n=1,2"],                                  # a sweep: the full compose refuses it
+], ids=["none", "set-add-delete", "unknown", "plus-on-known", "dict-on-list", "sweep"])
+def test_verl_compose_from_the_cached_defaults_equals_hydras_full_compose(verl, overrides):
+    from omegaconf import OmegaConf
+
+    from verlsweep.command import verl_schema
+    from verlsweep.command.hydra_compose import compose_dir
+
+    def outcome(compose):
+        try:
+            cfg = compose(list(overrides))
+        except Exception as exc:  # noqa: BLE001 -- the same error, type and text, is the point
+            return type(exc).__name__, str(exc)
+        return OmegaConf.to_yaml(cfg), OmegaConf.is_struct(cfg), OmegaConf.is_readonly(cfg)
+
+    full = outcome(lambda ov: compose_dir(verl_schema.config_dir(), "ppo_trainer", ov))
+    assert outcome(verl_schema.compose_verl) == full
+    assert outcome(verl_schema.compose_verl) == full       # the cached defaults are copied, never changed

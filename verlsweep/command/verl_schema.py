@@ -6,10 +6,12 @@ same struct checks verl applies at start-up, without importing torch.
 """
 from __future__ import annotations
 
+import copy
 import importlib.util
 from functools import lru_cache
 from pathlib import Path
 
+from hydra.core.override_parser.types import Override
 from omegaconf import DictConfig, OmegaConf
 
 from verlsweep.command.hydra_compose import compose_dir
@@ -40,13 +42,39 @@ def compose_verl(overrides: list[str]) -> DictConfig:
 
     Raises hydra.errors.ConfigCompositionException (unknown key, bad `+`, grammar error).
     """
-    return compose_dir(config_dir(), "ppo_trainer", overrides)
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides(overrides=list(overrides))
+    if not all(_plain_value(o) for o in parsed):
+        return compose_dir(config_dir(), "ppo_trainer", overrides)
+    # Hydra's compose reads and merges verl's YAML files, then applies the value overrides to the result
+    # in struct mode (hydra/_internal/config_loader_impl.py _load_configuration_impl); the same step on a
+    # copy of that merge, made once per process, gives the same config and the same errors without re-reading
+    # the files (a few times faster per trial).
+    cfg = copy.deepcopy(_composed_defaults())
+    ConfigLoaderImpl._apply_overrides_to_config(parsed, cfg)
+    return cfg
+
+
+def _plain_value(override: Override) -> bool:
+    """An override Hydra applies to the composed config (`a.b=v`, `+a.b=v`, `~a.b`), not one that picks a
+    config group, a package or Hydra's own settings, or a sweep (those take the full compose)."""
+    key = override.key_or_group
+    return ("." in key and "/" not in key and override.package is None and not override.is_sweep_override()
+            and not override.is_hydra_override())
+
+
+@lru_cache(maxsize=1)
+def _composed_defaults() -> DictConfig:
+    """verl's ppo_trainer composed without overrides, in struct mode as compose leaves it (copied before use)."""
+    return compose_dir(config_dir(), "ppo_trainer", [])
 
 
 @lru_cache(maxsize=1)
 def defaults() -> DictConfig:
     """verl's ppo_trainer config with no overrides (read-only)."""
-    cfg = compose_verl([])
+    cfg = copy.deepcopy(_composed_defaults())
     OmegaConf.set_readonly(cfg, True)
     return cfg
 

@@ -39,9 +39,11 @@ class SweepView:
             self.progress.status(study, len(finished), best[0] if best else None, counts,
                                  budget.remaining(study, n_trials))
         # drawing costs seconds: with trials faster than that (runner=estimate) skip some batches, so
-        # the report takes at most a third of the sweep's time; the last one always draws
+        # the report takes at most a third of the sweep's time; the last one always draws. After the
+        # batch that completes the study the loop ends and that final draw follows at once: one is enough.
         files: list[Path] = []
-        if self.report and (final or time.monotonic() - self._report_done >= 2 * self._report_cost):
+        if self.report and (final or (time.monotonic() - self._report_done >= 2 * self._report_cost
+                                      and not budget.complete(study, n_trials))):
             t0 = time.monotonic()
             files = outputs.write_report(study, self.sweep_dir, self.objectives)
             self._report_done = time.monotonic()
