@@ -53,14 +53,20 @@ ERROR = 0.2
 @dataclass(frozen=True)
 class Prediction:
     params: dict[str, Any]
-    status: str                 # the planner's: ok | tight | infeasible
+    status: str                 # the planner's: ok | tight | edge | infeasible (verlsweep.plan.STATUSES)
     tok_s: float
     # share of the planner's error draws in which this is the best predicted feasible config
     p_best: float = 0.0
 
     @property
     def feasible(self) -> bool:
+        """Predicted to fit: what the guide ranks (an edge probe is launched when proposed, not enqueued)."""
         return self.status in _STATUS_RANK
+
+    @property
+    def vetoed(self) -> bool:
+        """The preflight would not launch it (verlsweep.plan.Verdict.feasible: outside the error band)."""
+        return self.status == "infeasible"
 
 
 def candidates(space: SearchSpace, seed: int = 0, limit: int = MAX_CANDIDATES) -> list[dict[str, Any]]:
