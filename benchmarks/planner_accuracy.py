@@ -31,7 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from verlsweep.command.compose import compose_config  # noqa: E402
-from verlsweep.plan import calibration, from_cfg, plan  # noqa: E402
+from verlsweep.plan import band, calibration, from_cfg, plan  # noqa: E402
 from verlsweep.plan.fit import fit, informed  # noqa: E402
 from verlsweep.plan.points import point_inputs, samples  # noqa: E402
 from verlsweep.plan.table import DEFAULT_UTILS, grid  # noqa: E402
@@ -111,8 +111,10 @@ def feasibility(cal: calibration.Calibration) -> int:
     for p in cal.points:
         v = plan(_inputs(p), cal)
         reported = "feasible" if p.feasible else f"fails: {p.binding}"
-        predicted = v.status if v.feasible else f"{v.status}: {v.binding}"
-        agree = v.feasible == p.feasible and (p.feasible or v.binding == p.binding)
+        predicted = v.status if v.fits else f"{v.status}: {v.binding}"
+        # the prediction itself (an edge probe is predicted not to fit), and a reported failure must
+        # also be vetoed: outside the error band (verlsweep.plan.band)
+        agree = v.fits == p.feasible and (p.feasible or (v.binding == p.binding and not v.feasible))
         if not p.derived:
             counted += 1
             agree_n += agree
@@ -145,6 +147,11 @@ def traced_peaks(cal: calibration.Calibration) -> None:
     if errors["traced"]:
         print(f"worst peak error over {len(errors['traced'])} published peaks: analytic "
               f"{max(errors['analytic']):.1%}, traced {max(errors['traced']):.1%}")
+        print(f"the veto's band (verlsweep/plan/band.py): trainer terms traced ±{band.TRAINER_ERROR['traced']:.1%}, "
+              f"analytic ±{band.TRAINER_ERROR['analytic']:.1%} (the worst leave-one-out error above); other "
+              f"modelled terms ±{band.ROLLOUT_ERROR:.1%}; counted bytes exact"
+              + ("" if max(errors["traced"]) <= band.TRAINER_ERROR["traced"] + 5e-4
+                 else "  !! the traced error measured here exceeds its band"))
 
 
 def by_group(cal: calibration.Calibration) -> None:

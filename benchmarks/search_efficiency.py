@@ -174,6 +174,46 @@ def _verdict(land: Landscape, medians: dict[str, float], oom_means: dict[str, fl
             + ("  goal met" if ok else "  RESISTS"))
 
 
+def lost_by_veto(land: Landscape) -> dict[str, object] | None:
+    """The planner's veto against the hidden truth of a planner landscape (None: the planner has no
+    opinion): configs it vetoes that fit ("lost") and those of them within 3% of the best ("lost
+    near-best"), with the error band (vetoed: outside it; verlsweep/plan/band.py) and without it (every
+    config predicted not to fit vetoed, as before the band), and the edge probes the band launches."""
+    if land.planner is None or land.guide is None or land.mem_factor is None:
+        return None
+    from verlsweep.plan import band, traced_terms
+
+    near = TARGET * land.best
+    error = band.trainer_error(traced_terms.source(land.guide.inputs[0]))
+
+    def lost(vetoed) -> tuple[int, int, int]:
+        out = [t for k, t in land.truth.items() if vetoed(land.planner[k])]
+        fit = [t for t in out if t.tok_s is not None]
+        return len(out), len(fit), sum(t.tok_s >= near for t in fit)
+
+    edge = [land.truth[k] for k, p in land.planner.items() if p.status == "edge"]
+    return {"memory": land.mem_factor, "band": error, "in_band": land.mem_factor >= 1 - error,
+            "with": lost(lambda p: p.vetoed), "without": lost(lambda p: not p.feasible),
+            "edge": (len(edge), sum(t.tok_s is not None for t in edge))}
+
+
+def _print_lost(lands: list[Landscape]) -> None:
+    rows = [(land.name, r) for land in lands if (r := lost_by_veto(land)) is not None]
+    if not rows:
+        return
+    print("\nthe planner's veto against the hidden truth (configs of the space; lost: vetoed but fits; near: "
+          "within 3% of the best; edge probes: inside the band, launched when proposed):")
+    head = (f"{'landscape':22} {'memory':>7} {'band':>6} {'in band':>7} | {'vetoed':>6} {'lost':>5} {'near':>5} | "
+            f"{'edge probes':>11} {'fit':>4} | {'no band: vetoed':>15} {'lost':>5} {'near':>5}")
+    print(head)
+    print("-" * len(head))
+    for name, r in rows:
+        (v, lost, near), (ev, efit), (v0, lost0, near0) = r["with"], r["edge"], r["without"]
+        print(f"{name:22.22} {'x' + format(r['memory'], '.3f'):>7} {'-' + format(r['band'], '.1%'):>6} "
+              f"{'yes' if r['in_band'] else 'no':>7} | {v:6d} {lost:5d} {near:5d} | {ev:11d} {efit:4d} | "
+              f"{v0:15d} {lost0:5d} {near0:5d}")
+
+
 def main() -> None:
     args = _arguments()
     search_methods.STARTUP_S = args.startup_s        # read by cost_dh, in the forked workers too
@@ -196,6 +236,7 @@ def main() -> None:
         print("\nmedian device-hours, verlsweep over the best other method, the previous default (tpe+guide) "
               "included (goal: <= 0.5, fewer launched OOMs than any, never worse than random):")
         print("\n".join(verdicts))
+    _print_lost(lands)
     print(f"\n({time.perf_counter() - tic:.0f} s)")
 
 

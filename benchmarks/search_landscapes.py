@@ -62,6 +62,7 @@ class Landscape:
     planner: dict[tuple, _guide.Prediction] | None = None
     note: str = ""
     guide: _guide.Planned | None = None  # what our sweeper's planner guide predicts from
+    mem_factor: float | None = None      # planner landscapes: the hidden factor on every predicted GiB
 
     @property
     def best(self) -> float:
@@ -219,5 +220,5 @@ def planner_landscape(name: str, overrides: list[str], seed: int, sp: _space.Sea
         truth[key(p)] = _true_verdict(from_cfg(cfg), hidden, mem_factor)
     worst = max(errors.items(), key=lambda kv: abs(kv[1] - 1))
     note = f"memory x{mem_factor:.3f}, largest throughput error {worst[0]} x{worst[1]:.2f}"
-    return Landscape(name, truth, {key(pr.params): pr for pr in predictions}, note, guide)
+    return Landscape(name, truth, {key(pr.params): pr for pr in predictions}, note, guide, mem_factor)
 

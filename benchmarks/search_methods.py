@@ -72,7 +72,8 @@ def _drive(study: optuna.Study, land: Landscape, sp: _space.SearchSpace, target:
                 _reuse.tell_reused(study, trial, source)
                 reused += 1
                 continue
-        if guided and land.planner is not None and not land.planner[key(params)].feasible:
+        # the preflight's veto: outside the planner's error band (an edge probe inside it is launched)
+        if guided and land.planner is not None and land.planner[key(params)].vetoed:
             _results.tell(study, trial, None, ["objective"], result=TrialResult("infeasible"))
             vetoed += 1
             continue

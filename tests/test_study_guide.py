@@ -136,3 +136,18 @@ def test_the_plugins_guide_defaults_are_the_librarys():
     from hydra_plugins.verlsweep_sweeper.config import GuideConfig
 
     assert (GuideConfig.draws, GuideConfig.error) == (_guide.DRAWS, _guide.ERROR)
+
+
+def test_edge_probes_are_ranked_only_where_the_planner_predicts_nothing_to_fit():
+    sp = _space_of([f"{UTIL}=choice(0.5,0.7,0.9)", f"{TP}=choice(1,2)"])
+
+    def pred(util: float, tp: int, status: str, tok_s: float) -> _guide.Prediction:
+        return _guide.Prediction({UTIL: util, TP: tp}, status, tok_s)
+
+    edges = [pred(0.7, 1, "edge", 300.0), pred(0.9, 2, "edge", 500.0), pred(0.9, 1, "infeasible", 900.0)]
+    # nothing predicted to fit: the best edge probes, never a vetoed config (verlsweep/plan/band.py)
+    assert _guide.rank(edges, sp, top_k=3) == [{UTIL: 0.9, TP: 2}, {UTIL: 0.7, TP: 1}]
+    assert _guide.prior(edges, sp)({UTIL: 0.9, TP: 2}) == 500.0
+    with_fit = [*edges, pred(0.5, 1, "ok", 100.0)]
+    assert _guide.rank(with_fit, sp, top_k=3) == [{UTIL: 0.5, TP: 1}]     # a fit outranks every edge probe
+    assert _guide.prior(with_fit, sp)({UTIL: 0.9, TP: 2}) is None

@@ -232,3 +232,20 @@ def test_verls_project_name_is_the_trials_mlflow_experiment():
     assert compose_config(["trial.study_name=st"]).verl.trainer.project_name == "st"
     assert compose_config(["trial.study_name=st", "tracking.experiment=ex"]).verl.trainer.project_name == "ex"
     assert compose_config([]).verl.trainer.project_name == "verlsweep"
+
+
+def test_an_edge_probes_run_is_named_and_tagged_so_before_and_after_its_outcome(store):
+    from verlsweep.common.names import EDGE_PROBE_TAG
+    from verlsweep.task import _start_tracking
+
+    parent = sweep_run.start_sweep_run(cfg_for(store), "edge-study", {})
+    cfg = cfg_for(store, f"tracking.parent_run_id={parent}", "trial.number=3", "trial.label='util=0.80 tp=2'")
+    run = _start_tracking(cfg, {}, edge_probe=True)
+    client = MlflowClient(store)
+    started = client.get_run(run.run_id)
+    assert started.info.run_name == "t03 util=0.80 tp=2 edge probe" and started.data.tags[EDGE_PROBE_TAG] == "true"
+    run.finish(TrialResult("oom", predicted={"plan/edge_probe": 1.0}), reason="oom")
+    done = client.get_run(run.run_id)
+    assert done.info.run_name == "t03 oom util=0.80 tp=2 edge probe" and done.data.metrics["plan/edge_probe"] == 1.0
+    plain = _start_tracking(cfg_for(store, f"tracking.parent_run_id={parent}", "trial.number=4", "trial.label=x"), {})
+    assert EDGE_PROBE_TAG not in client.get_run(plain.run_id).data.tags

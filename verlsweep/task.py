@@ -21,8 +21,9 @@ from verlsweep import study_link
 from verlsweep.command import knobs
 from verlsweep.command.compose import Command
 from verlsweep.common import crashpoint
-from verlsweep.common.names import (COMMAND_JSON, COMMAND_SH, EXCERPT_FILE, FILE_LOGGER_ENV, JOB_DIR_ATTR, METRICS_FILE,
-                                    RESULT_FILE, RUN_ID_ATTR, TRIAL_DIR_ENV)
+from verlsweep.common.names import (COMMAND_JSON, COMMAND_SH, EDGE_PROBE, EDGE_PROBE_METRIC, EDGE_PROBE_TAG,
+                                    EXCERPT_FILE, FILE_LOGGER_ENV, JOB_DIR_ATTR, METRICS_FILE, RESULT_FILE,
+                                    RUN_ID_ATTR, TRIAL_DIR_ENV)
 from verlsweep.common.errors import ConfigError, MissingPath, Problem
 from verlsweep.common.result import TrialResult
 from verlsweep.common import slurm
@@ -144,7 +145,8 @@ def run(cfg: DictConfig) -> Any:
     reporter = study_link.reporter_for(cfg)
     # where a later sweep finds this trial's files (result.json, processes.json) if this sweep dies
     reporter.record(JOB_DIR_ATTR, str(out.resolve()))
-    tracked = _start_tracking(cfg, prepared.knobs) if prepared.tracking else None
+    edge = prepared.plan.memory is not None and prepared.plan.memory.edge_probe
+    tracked = _start_tracking(cfg, prepared.knobs, edge_probe=edge) if prepared.tracking else None
     if tracked is not None:
         reporter.record(RUN_ID_ATTR, tracked.run_id)
     _write_command(prepared.command, out)
@@ -218,9 +220,14 @@ def _log_plan(plan: Plan) -> None:
 
 # ---- tracking around the runner
 
-def _start_tracking(cfg: DictConfig, knob_values: Mapping[str, Any]) -> TrialRun:
+def _start_tracking(cfg: DictConfig, knob_values: Mapping[str, Any], *, edge_probe: bool = False) -> TrialRun:
+    """The trial's MLflow run; an edge probe (launched inside the planner's error band) is named and
+    tagged so."""
     job = slurm.job_id(os.environ)       # lets the sweeper end the run of a job Slurm killed
-    return TrialRun.start(cfg, knob_values, extra_tags={slurm.JOB_ID_TAG: job} if job else None)
+    tags = {slurm.JOB_ID_TAG: job} if job else {}
+    if edge_probe:
+        tags[EDGE_PROBE_TAG] = "true"
+    return TrialRun.start(cfg, knob_values, extra_tags=tags or None, name_word=EDGE_PROBE if edge_probe else None)
 
 
 def _start_monitor(prepared: PreparedTrial, tracked: TrialRun | None) -> TrialMonitor | None:
@@ -291,6 +298,8 @@ def _report(result: TrialResult, out: Path, multirun: bool, to_log: bool = False
                          f"it anyway):\n{result.excerpt}\n")
         raise SystemExit(2)
     line = f"verlsweep: trial {result.outcome}"
+    if result.predicted.get(EDGE_PROBE_METRIC):
+        line += f" ({EDGE_PROBE})"
     if result.objective is not None:
         line += f", objective {result.objective:.6g}"
     if result.peak_memory_gb is not None:

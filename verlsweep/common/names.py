@@ -51,6 +51,11 @@ PLACEHOLDER_ATTR = "verlsweep.placeholder"     # trial user attr: its values are
 OVER_BUDGET_ATTR = "verlsweep.over_budget"     # trial system attr: asked beyond n_trials, never run
 N_TRIALS_ATTR = "verlsweep.n_trials"           # study user attr: the study's total trial budget
 PREDICTED_ATTR = "predicted"                   # trial user attr: the planner's numbers (plan/...)
+# a trial the planner predicts not to fit but launches because it fits inside its error band
+# (verlsweep.plan.band): the word in its terminal line and MLflow run name, its tag and plan/ metric
+EDGE_PROBE = "edge probe"
+EDGE_PROBE_TAG = "plan.edge_probe"
+EDGE_PROBE_METRIC = "plan/edge_probe"
 OBJECTIVES_ATTR = "verlsweep.objectives"       # study user attr: the TrialResult values the directions apply to
 TRACKING_ATTR = "verlsweep.tracking"           # study user attr: {uri, experiment} of its MLflow runs
 OVERRIDES_ATTR = "overrides"                   # trial user attr: the overrides the trial's job ran with

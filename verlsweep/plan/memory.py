@@ -29,6 +29,7 @@ import math
 from dataclasses import dataclass, field
 
 from verlsweep.common.names import GIB
+from verlsweep.plan import band, traced_terms
 from verlsweep.plan.calibration import Constants
 from verlsweep.plan.lengths import Lengths, worst_lengths
 from verlsweep.plan.trainer_memory import (resident, states,
@@ -63,17 +64,25 @@ class Check:
     margin: float
     parts: dict[str, float] = field(default_factory=dict)     # adds up to `need`
     trainer: dict[str, float] = field(default_factory=dict)   # what the trainer part is made of
+    low: float | None = None          # the favourable end of `need`'s band (verlsweep.plan.band); None: need
 
     @property
     def headroom(self) -> float:
         return self.limit - self.need - self.margin
 
     @property
+    def favourable(self) -> float:
+        return self.need if self.low is None else self.low
+
+    @property
     def status(self) -> str:
-        """ok: fits with the margin; tight: fits only without it; fail: does not fit at all."""
+        """ok: fits with the margin; tight: fits only without it; edge: does not fit as predicted but
+        does at the favourable end of the band; fail: does not fit even there."""
         if self.headroom >= 0:
             return "ok"
-        return "tight" if self.headroom >= -self.margin else "fail"
+        if self.headroom >= -self.margin:
+            return "tight"
+        return "edge" if self.favourable <= self.limit else "fail"
 
     def message(self) -> str:
         def fmt(items: dict[str, float]) -> str:
@@ -87,8 +96,12 @@ class Check:
             verdict = f"fits, {self.headroom:.1f} GiB to spare beyond the margin"
         elif self.status == "tight":
             verdict = f"fits only inside the {self.margin:.1f} GiB margin; any more: {MEANING[self.name]}"
+        elif self.status == "edge":
+            verdict = (f"fits only at the favourable end of the planner's error band ({self.favourable:.1f} GiB): "
+                       f"launched as an edge probe; if it does not fit: {MEANING[self.name]}")
         else:
-            verdict = MEANING[self.name]
+            verdict = MEANING[self.name] + (f", even at the favourable end of the planner's error band "
+                                            f"({self.favourable:.1f} GiB)" if self.favourable < self.need else "")
         return (f"{self.name}: need {self.need:.1f} GiB of {self.limit:.1f} (margin {self.margin:.1f}; "
                 f"headroom {self.headroom:+.1f}) [{parts}] - {verdict}")
 
@@ -106,10 +119,15 @@ class MemoryPlan:
         return {k: c.need for k, c in self.checks.items() if k not in ("host_memory", "kv_cache")}
 
     @property
+    def phases_low(self) -> dict[str, float]:
+        """`phases` at the favourable end of the band (verlsweep.plan.band)."""
+        return {k: c.favourable for k, c in self.checks.items() if k not in ("host_memory", "kv_cache")}
+
+    @property
     def binding(self) -> Check:
         """The first constraint a run would hit (fail, then tight, in step order), else the device
         phase with the least headroom (the KV and host checks only bind when they do not fit)."""
-        for status in ("fail", "tight"):
+        for status in ("fail", "edge", "tight"):
             hit = [self.checks[k] for k in ORDER if k in self.checks and self.checks[k].status == status]
             if hit:
                 return hit[0]
@@ -119,7 +137,7 @@ class MemoryPlan:
     @property
     def status(self) -> str:
         statuses = {c.status for c in self.checks.values()}
-        return "fail" if "fail" in statuses else "tight" if "tight" in statuses else "ok"
+        return next((s for s in ("fail", "edge", "tight") if s in statuses), "ok")
 
 
 # ---- rollout side -------------------------------------------------------------------------------
@@ -229,6 +247,9 @@ def plan_memory(inp: PlanInputs, c: Constants, *, lengths: Lengths | None = None
             "graph pools": graphs}
     checks["rollout"] = Check("rollout", sum(roll.values()), cap, margin, roll)
 
+    error = band.trainer_error(traced_terms.source(inp))    # after the traces: a failed one is analytic
+    for check in checks.values():
+        check.low = band.favourable(check.parts, error)
     return MemoryPlan(checks=checks, trainer_peak_gb=trainer_peak,
                       kv_tokens=max(0.0, kv_budget) * GIB / kv_per_token, host_gb=sum(host.values()))
 

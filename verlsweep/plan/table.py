@@ -7,14 +7,16 @@ from typing import Iterable
 from rich.console import Console
 from rich.table import Table
 
+from verlsweep.common.names import EDGE_PROBE
+from verlsweep.plan import band
 from verlsweep.plan.calibration import Calibration
 from verlsweep.plan.trial_spec import PlanInputs
 from verlsweep.plan.verdict import Verdict, plan
 
 DEFAULT_UTILS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 OFFLOADS = ((True, True), (True, False), (False, True), (False, False))   # (param, optimizer)
-_STATUS_STYLE = {"ok": "green", "tight": "yellow", "infeasible": "red"}
-_RANK = {"ok": 0, "tight": 1, "infeasible": 2}
+_STATUS_STYLE = {"ok": "green", "tight": "yellow", "edge": "magenta", "infeasible": "red"}
+_RANK = {"ok": 0, "tight": 1, "edge": 2, "infeasible": 3}
 
 
 @dataclass
@@ -29,7 +31,8 @@ class Row:
 
 def grid(inp: PlanInputs, cal: Calibration, *, utils: Iterable[float], tps: Iterable[int],
          offloads: Iterable[tuple[bool, bool]] = OFFLOADS) -> list[Row]:
-    """One plan per knob combination, best first: fits before tight before infeasible, then tokens/s."""
+    """One plan per knob combination, best first: fits before tight before edge probes before
+    infeasible, then tokens/s."""
     now = (inp.rollout.util, inp.rollout.tp, inp.actor.param_offload, inp.actor.optimizer_offload)
     rows = []
     for util in utils:
@@ -83,12 +86,16 @@ def render(inp: PlanInputs, rows: list[Row], console: Console | None = None, *, 
         table.add_row(
             f"{mark}{r.util:.2f}", str(r.tp), f"{'T' if r.param_offload else 'F'}/{'T' if r.optimizer_offload else 'F'}",
             *[f"{v.phases[p]:.1f}" if p in v.phases else "-" for p in phases],
-            v.binding, f"[{style}]{v.status}[/]", f"{v.tok_s:.0f}",
+            v.binding, f"[{style}]{EDGE_PROBE if v.edge_probe else v.status}[/]", f"{v.tok_s:.0f}",
         )
     console.print(table)
     if limit is not None and len(rows) > limit:
         console.print(f"... {len(rows) - limit} more rows (--all shows them)")
     console.print("* the composed config's own knobs. ok: fits with the margin; tight: only without it; "
-                  "infeasible: does not fit (preflight skips it when plan.enforce). Columns are phases: "
+                  f"{EDGE_PROBE}: does not fit as predicted but does at the favourable end of the planner's "
+                  "error band (trainer terms "
+                  f"±{rows[0].verdict.trainer_error if rows else 0:.1%}, other modelled terms ±{band.ROLLOUT_ERROR:.1%}): "
+                  "launched, named so; infeasible: does not fit even there (preflight skips it when "
+                  "plan.enforce). Columns are phases: "
                   "start = vLLM's start check, rollout = generation with the trainer's residency, "
                   "logprob/ref/values = forward passes, actor/critic = updates.")

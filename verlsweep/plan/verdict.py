@@ -8,7 +8,8 @@ from typing import Any
 from omegaconf import DictConfig
 
 from verlsweep.plan import calibration as calibration_mod
-from verlsweep.plan import ray_demand, traced_terms
+from verlsweep.common.names import EDGE_PROBE, EDGE_PROBE_METRIC
+from verlsweep.plan import band, ray_demand, traced_terms
 from verlsweep.plan.calibration import Calibration
 from verlsweep.plan.inputs import from_cfg
 from verlsweep.plan.trial_spec import NotPlannable, PlanInputs
@@ -18,17 +19,21 @@ from verlsweep.plan.throughput import plan_throughput
 
 log = logging.getLogger(__name__)
 
-STATUSES = ("ok", "tight", "infeasible")
+STATUSES = ("ok", "tight", "edge", "infeasible")
+FITS = ("ok", "tight")         # the statuses predicted to fit; `edge` is launched, `infeasible` vetoed
 
 
 @dataclass
 class Verdict:
     """The planner's prediction for one trial (GiB per device unless named otherwise)."""
 
-    status: str                       # ok | tight (fits only without plan.margin_gb) | infeasible
+    # ok | tight (fits only without plan.margin_gb) | edge (fits only at the favourable end of the
+    # planner's error band, verlsweep.plan.band: launched as an edge probe) | infeasible (not even there)
+    status: str
     binding: str                      # the constraint a run hits first, else the tightest one
     reason: str                       # that constraint in one line, with its numbers
     phases: dict[str, float]          # device total per phase, every sequence at its max length
+    phases_low: dict[str, float]      # the same at the favourable end of the band
     headroom: dict[str, float]        # per constraint, after the margin (negative: does not fit)
     capacity_gb: float
     host_gb: float                    # host RAM per node
@@ -43,11 +48,28 @@ class Verdict:
     response_tokens: float
     checks: dict[str, Check] = field(default_factory=dict, repr=False)
     trainer: str = "analytic"         # where the trainer's activation terms come from (traced_terms.source)
+    trainer_error: float = 0.0        # the trainer terms' relative error (band.trainer_error)
 
     @property
     def feasible(self) -> bool:
-        """False only when predicted not to fit even without the margin."""
+        """False only when it cannot fit even at the favourable end of its band: the planner's veto
+        (under plan.enforce). An edge probe is feasible."""
         return self.status != "infeasible"
+
+    @property
+    def fits(self) -> bool:
+        """Predicted to fit (without the margin): what runner=estimate measures."""
+        return self.status in FITS
+
+    @property
+    def edge_probe(self) -> bool:
+        """Launched although predicted not to fit, because it fits inside the planner's error band."""
+        return self.status == "edge"
+
+    @property
+    def trainer_peak_band_gb(self) -> tuple[float, float]:
+        """The trainer peak's band: what verl's max_memory_allocated_gb may be, given the measured error."""
+        return self.trainer_peak_gb * (1 - self.trainer_error), self.trainer_peak_gb * (1 + self.trainer_error)
 
     @property
     def predicted_peak_gb(self) -> float:
@@ -56,14 +78,17 @@ class Verdict:
 
     def summary(self) -> str:
         trainer = "" if self.trainer == "analytic" else f"trainer memory {self.trainer}; "
-        return (f"{self.status}: binding {self.binding}; {self.tok_s:.0f} tok/s/device predicted; "
+        status = f"{self.status} ({EDGE_PROBE})" if self.edge_probe else self.status
+        return (f"{status}: binding {self.binding}; {self.tok_s:.0f} tok/s/device predicted; "
                 f"{trainer}{self.reason}")
 
     def metrics(self) -> dict[str, float]:
         """Flat numbers for trackers (`plan/...`)."""
         out = {"plan/tok_s": self.tok_s, "plan/step_s": self.step_s,
                "plan/trainer_peak_gb": self.trainer_peak_gb, "plan/host_gb": self.host_gb,
-               "plan/feasible": float(self.feasible)}
+               "plan/feasible": float(self.feasible), EDGE_PROBE_METRIC: float(self.edge_probe),
+               "plan/trainer_peak_gb_low": self.trainer_peak_band_gb[0],
+               "plan/trainer_peak_gb_high": self.trainer_peak_band_gb[1]}
         out.update({f"plan/peak_gb/{k}": v for k, v in self.phases.items()})
         return out
 
@@ -86,15 +111,16 @@ def plan(inp: PlanInputs, cal: Calibration) -> Verdict:
     expected = plan_memory(inp, c, lengths=lengths)
     tp = plan_throughput(inp, c, lengths, worst.kv_tokens)
     binding = worst.binding
-    status = {"ok": "ok", "tight": "tight", "fail": "infeasible"}[worst.status]
+    status = {"ok": "ok", "tight": "tight", "edge": "edge", "fail": "infeasible"}[worst.status]
+    trainer = traced_terms.source(inp)
     return Verdict(
         status=status, binding=binding.name, reason=binding.message(),
-        phases=worst.phases, headroom={k: ch.headroom for k, ch in worst.checks.items()},
+        phases=worst.phases, phases_low=worst.phases_low, headroom={k: ch.headroom for k, ch in worst.checks.items()},
         capacity_gb=inp.hardware.capacity_gb, host_gb=worst.host_gb,
         trainer_peak_gb=expected.trainer_peak_gb, tok_s=tp.tok_s, step_s=tp.step_s, time_s=tp.parts,
         kv_tokens=worst.kv_tokens, concurrency=concurrency(inp, worst.kv_tokens, lengths),
         world=inp.hardware.world, prompt_tokens=lengths.prompt, response_tokens=lengths.response,
-        checks=worst.checks, trainer=traced_terms.source(inp),
+        checks=worst.checks, trainer=trainer, trainer_error=band.trainer_error(trainer),
     )
 
 
@@ -153,11 +179,11 @@ def preflight(cfg: DictConfig, *, local: bool = True) -> Preflight:
 
 
 def blocks_launch(cfg: DictConfig, verdict: Verdict | Preflight | None) -> bool:
-    """Whether a verdict stops the trial: predicted infeasible (memory beyond the margin, or too few
-    Ray CPUs) and plan.enforce set (the default)."""
+    """Whether a verdict stops the trial: predicted infeasible (memory that does not fit even at the
+    favourable end of the planner's error band, or too few Ray CPUs) and plan.enforce set (the default)."""
     plan_node = cfg.get("plan") or {}
     return verdict is not None and not verdict.feasible and bool(plan_node.get("enforce", True))
 
 
-__all__ = ["MEANING", "STATUSES", "Preflight", "Verdict", "blocks_launch", "load_calibration", "plan", "plan_cfg",
+__all__ = ["FITS", "MEANING", "STATUSES", "Preflight", "Verdict", "blocks_launch", "load_calibration", "plan", "plan_cfg",
            "preflight"]

@@ -43,7 +43,8 @@ log = logging.getLogger(__name__)
 
 MAX_CANDIDATES = 2048        # whole discrete spaces up to this size; beyond, a seeded sample
 _MAX_COMPOSED = 64           # candidates when each needs a Hydra compose (a swept config group)
-_STATUS_RANK = {"ok": 0, "tight": 1}
+_STATUS_RANK = {"ok": 0, "tight": 1, "edge": 2}
+_FITS = ("ok", "tight")      # verlsweep.plan.FITS (not imported: the plan package is imported lazily here)
 # hydra.sweeper.guide's defaults (hydra_plugins/verlsweep_sweeper/config.py GuideConfig has the same
 # numbers and why; it cannot import them: this module imports optuna, the plugin's config must not)
 DRAWS = 32
@@ -53,14 +54,20 @@ ERROR = 0.2
 @dataclass(frozen=True)
 class Prediction:
     params: dict[str, Any]
-    status: str                 # the planner's: ok | tight | infeasible
+    status: str                 # the planner's: ok | tight | edge | infeasible (verlsweep.plan.STATUSES)
     tok_s: float
     # share of the planner's error draws in which this is the best predicted feasible config
     p_best: float = 0.0
 
     @property
     def feasible(self) -> bool:
-        return self.status in _STATUS_RANK
+        """Predicted to fit: what the guide ranks (edge probes only where none is: ranked)."""
+        return self.status in _FITS
+
+    @property
+    def vetoed(self) -> bool:
+        """The preflight would not launch it (verlsweep.plan.Verdict.feasible: outside the error band)."""
+        return self.status == "infeasible"
 
 
 def candidates(space: SearchSpace, seed: int = 0, limit: int = MAX_CANDIDATES) -> list[dict[str, Any]]:
@@ -86,6 +93,14 @@ def candidates(space: SearchSpace, seed: int = 0, limit: int = MAX_CANDIDATES) -
     return out
 
 
+def ranked(predictions: Sequence[Prediction]) -> list[int]:
+    """The candidates the guide ranks: those predicted to fit; where none is, the edge probes (the only
+    configs the preflight launches then, each fitting inside the planner's error band), so a planner
+    that over-predicts every config still starts the sweep at its edge instead of leaving it unguided."""
+    fits = [i for i, p in enumerate(predictions) if p.feasible]
+    return fits or [i for i, p in enumerate(predictions) if p.status == "edge"]
+
+
 def _order(p: Prediction, tok_s: float) -> tuple[int, float]:
     return _STATUS_RANK[p.status], -tok_s
 
@@ -93,11 +108,11 @@ def _order(p: Prediction, tok_s: float) -> tuple[int, float]:
 def rank(predictions: Sequence[Prediction], space: SearchSpace, top_k: int) -> list[dict[str, Any]]:
     """The `top_k` best feasible configs, at most one per combination of the categorical params. With
     error draws (some p_best > 0): only configs that won a draw, most wins first; else the planner's
-    own order (ok before tight, then tokens/s)."""
+    own order (ok before tight, then tokens/s). Where none is predicted to fit, the edge probes."""
     if top_k <= 0:
         return []
     categorical = [n for n, d in space.distributions.items() if isinstance(d, CategoricalDistribution)]
-    feasible = [p for p in predictions if p.feasible]
+    feasible = [predictions[i] for i in ranked(predictions)]
     drawn = any(p.p_best > 0 for p in feasible)
     if drawn:
         feasible = [p for p in feasible if p.p_best > 0]
@@ -199,7 +214,7 @@ def predict(planned: Planned, draws: int = 0, error: float = 0.0, seed: int = 0)
     for params, inp in zip(planned.params, planned.inputs):     # from_cfg has raised NotPlannable if any
         verdict = plan(inp, planned.calibration)
         out.append(Prediction(params, verdict.status, verdict.tok_s))
-    feasible = [i for i, p in enumerate(out) if p.feasible]
+    feasible = ranked(out)
     if draws <= 0 or not feasible:
         return out
     wins: Counter[int] = Counter()
@@ -256,7 +271,7 @@ def _norm(params: Mapping[str, Any]) -> tuple:
 def prior(predictions: Sequence[Prediction], space: SearchSpace) -> Callable[[Mapping[str, Any]], float | None]:
     """The planner's predicted tokens/s of a config it predicts to fit (None: infeasible or not ranked),
     for a sampler that ranks untried configs by it (verlsweep.infer.sampler.BoundarySampler)."""
-    table = {_norm(p.params): p.tok_s for p in predictions if p.feasible}
+    table = {_norm(predictions[i].params): predictions[i].tok_s for i in ranked(predictions)}
 
     def predicted(params: Mapping[str, Any]) -> float | None:
         return table.get(_norm({k: space.value(k, v) for k, v in params.items()}))

@@ -26,8 +26,9 @@ from omegaconf import DictConfig, OmegaConf
 from verlsweep.command.overrides import format_value
 from verlsweep.common import optuna_private
 from verlsweep.common.labels import not_launched, path_safe, trial_label
-from verlsweep.common.names import (N_TRIALS_ATTR, OBJECTIVES_ATTR, OVER_BUDGET_ATTR, OVERRIDES_ATTR, PROVEN_FIT_ATTR,
-                                    RULED_OUT_ATTR, RULED_OUT_RULE_ATTR, TRACKING_ATTR)
+from verlsweep.common.names import (EDGE_PROBE_METRIC, N_TRIALS_ATTR, OBJECTIVES_ATTR, OVER_BUDGET_ATTR, OVERRIDES_ATTR,
+                                    PREDICTED_ATTR, PROVEN_FIT_ATTR, RULED_OUT_ATTR, RULED_OUT_RULE_ATTR,
+                                    TRACKING_ATTR)
 from verlsweep.common.result import TrialResult
 from verlsweep.infer.evidence import proof
 from verlsweep.infer.rules import Decided
@@ -427,8 +428,9 @@ class Loop:
         """The trial's line on the terminal, the same for launched, reused and ruled-out trials."""
         params = {k: self._space.value(k, v) for k, v in trial.params.items()}
         if self._progress is not None:
+            edge = bool((trial.user_attrs.get(PREDICTED_ATTR) or {}).get(EDGE_PROBE_METRIC))
             self._progress.trial(trial.number, told.outcome, told.values, params,
-                                 trial.user_attrs.get("duration_s"), told.excerpt, note)
+                                 trial.user_attrs.get("duration_s"), told.excerpt, note, edge_probe=edge)
         log.debug("verlsweep: trial %d %s %s %s %s", trial.number, told.outcome, told.values, params, note)
 
     def _tell_reused(self, study: optuna.Study, trial: optuna.Trial, source: optuna.trial.FrozenTrial) -> results.Told:

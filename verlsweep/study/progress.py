@@ -19,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
 from verlsweep.common.labels import knob_tokens
+from verlsweep.common.names import EDGE_PROBE
 from verlsweep.common.result import OUTCOMES
 
 WIDTH = 120                          # the summary table and these lines fit a 120-column terminal
@@ -79,13 +80,15 @@ class Progress:
         return " ".join(knob_tokens(params, self.steps))
 
     def trial(self, number: int, outcome: str, values: list[float] | None, params: dict[str, Any],
-              duration_s: float | None, excerpt: str | None, note: str = "") -> None:
-        """One line per trial; `note` says why nothing was launched (`reused t01`, `ruled out by trial 3`)."""
+              duration_s: float | None, excerpt: str | None, note: str = "", edge_probe: bool = False) -> None:
+        """One line per trial; `note` says why nothing was launched (`reused t01`, `ruled out by trial 3`);
+        an edge probe (launched inside the planner's error band) says so after its knobs."""
         self.done_here += 1
         value = f"{values[0]:.4g}" if values and outcome == "completed" else "-"
         took = f"{duration_s:.1f} s" if isinstance(duration_s, (int, float)) else ""
         style = {"completed": "green", "pruned": "dim", "oom": "red", "infeasible": "yellow"}.get(outcome, "magenta")
-        line = f"t{number:02d}  [{style}]{outcome:<12}[/{style}] {value:>9}  {self.label(params)}  {note or took}"
+        edge = f"{EDGE_PROBE}  " if edge_probe else ""
+        line = f"t{number:02d}  [{style}]{outcome:<12}[/{style}] {value:>9}  {self.label(params)}  {edge}{note or took}"
         self.console.print(line, overflow="ellipsis", no_wrap=True, highlight=False)
         failure = outcome not in ("completed", "pruned", "oom", "infeasible")
         if failure and excerpt:

@@ -154,11 +154,14 @@ class TrialRun:
     number: int | None = None
     label: str | None = None          # the knobs that vary (`util=0.90 tp=2 off=p,o`), from the sweeper
     experiment: str | None = None     # the MLflow experiment's name, for the single run's last line
+    name_word: str | None = None      # said after the name, kept when the outcome renames it (`edge probe`)
 
     @classmethod
-    def start(cls, cfg: DictConfig, knobs: Mapping[str, Any], extra_tags: Mapping[str, str] | None = None) -> "TrialRun":
+    def start(cls, cfg: DictConfig, knobs: Mapping[str, Any], extra_tags: Mapping[str, str] | None = None,
+              name_word: str | None = None) -> "TrialRun":
         """Create the run before launch. `knobs`: the trial's swept/overridden values (dotted keys);
-        `extra_tags`: tags it starts with (the Slurm job id, so a killed job's run can be found)."""
+        `extra_tags`: tags it starts with (the Slurm job id, so a killed job's run can be found);
+        `name_word`: said after the run's name (`edge probe`)."""
         uri = tracking_uri(cfg)
         client = client_for(uri)
         parent = cfg.tracking.get("parent_run_id")
@@ -181,8 +184,9 @@ class TrialRun:
             tags["mlflow.parentRunId"] = str(parent)
         number, label = cfg.trial.get("number"), cfg.trial.get("label")
         name = trial_label(number, None, label) if label else str(cfg.trial.name)
-        run = client.create_run(exp_id, run_name=name, tags={**tags, **(extra_tags or {})})
-        out = cls(client, uri, run.info.run_id, number, str(label) if label else None, experiment)
+        run = client.create_run(exp_id, run_name=" ".join(filter(None, (name, name_word))),
+                                tags={**tags, **(extra_tags or {})})
+        out = cls(client, uri, run.info.run_id, number, str(label) if label else None, experiment, name_word)
         log_params(client, out.run_id, {k: param_value(v) for k, v in knobs.items()})
         return out
 
@@ -214,7 +218,8 @@ class TrialRun:
                 tags += [RunTag("peak_device_hbm.device", device_peak.device), RunTag("peak_device_hbm.phase", phase)]
             self.client.log_batch(self.run_id, metrics=metrics, tags=tags)
             if self.label:     # the name says the outcome once it is known
-                self.client.update_run(self.run_id, name=trial_label(self.number, result.outcome, self.label))
+                name = trial_label(self.number, result.outcome, self.label)
+                self.client.update_run(self.run_id, name=" ".join(filter(None, (name, self.name_word))))
             if step_log is not None and objective_metric:
                 self._backfill_steps(step_log, objective_metric)
             for path in artifacts:

@@ -68,7 +68,8 @@ class EstimateRunner:
         rng = random.Random(int(options.get("seed") or 0) * 1_000_003 + int(spec.trial_number or 0))
         steps = spec.steps
         # a real run stops at the binding constraint: before step 1, or when vLLM wakes for step 2
-        completes = steps if verdict.feasible else (1 if verdict.binding == "rollout" else 0)
+        # (an edge probe too: the estimate is the planner's own prediction, not the favourable end of its band)
+        completes = steps if verdict.fits else (1 if verdict.binding == "rollout" else 0)
         logger = Path(env[FILE_LOGGER_ENV]) if env.get(FILE_LOGGER_ENV) else trial_dir / METRICS_FILE
         logger.parent.mkdir(parents=True, exist_ok=True)
         outcome, reason = "completed", f"estimated {steps} step(s)"
@@ -89,7 +90,7 @@ class EstimateRunner:
         artifacts.append(logger)
 
         excerpt, phase = None, None
-        if not verdict.feasible and outcome != "pruned":
+        if not verdict.fits and outcome != "pruned":
             outcome, reason = "oom", f"predicted {verdict.binding} does not fit"
             phase = PLAN_CHECK_PHASES.get(verdict.binding)
             excerpt = f"{verdict.reason}\n(predicted) {failure_text(verdict, spec)}"

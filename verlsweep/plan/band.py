@@ -1,0 +1,48 @@
+"""The uncertainty band of a predicted need: how much less a config may need than predicted, per term.
+
+A veto is only as good as the prediction behind it, and the best rollout config is usually at the
+memory edge, so the planner vetoes a config only when it cannot fit even at the favourable end of the
+band (verlsweep.plan.memory.Check.status); one inside the band is launched as an edge probe. Each part of
+a check's need is one of:
+
+* counted: bytes the planner counts rather than models (vLLM's reservation, util x total, is what vLLM
+  asks for; bf16 weights / TP, the KV of one max_model_len sequence, HCCL buffers from HCCL_BUFFSIZE,
+  offloaded states, the model load, vLLM's sleep copies): no band;
+* trainer: everything the trainer process allocates (params at vLLM's start, the residency during
+  rollout, each phase's peak). Its error is the worst measured against the published peaks
+  (actor/perf/max_memory_allocated_gb, benchmarks/planner_accuracy.py): traced +6.8% / -2.5%
+  (ppo_qwen3_8b_a2_nightly / gspo_qwen3_8b_a2_nightly), so 6.8%; the analytic formula +20.0% worst
+  leave-one-out (ppo_qwen3_8b_a2_nightly; +10.2% in-sample), so 20%;
+* rollout: the rest, modelled from priors (device contexts, graph pools, vLLM's profiled activation
+  peak, host worker processes). The one published measurement of them, vllm-ascend#6611's OOM line
+  (1.38 GiB of non-PyTorch use on a 910B with two processes, calibration.yaml runtime_context_gb),
+  is 27.5% off the modelled 1.0 GiB (|1.0 / 1.38 - 1|); that size is used both ways.
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+# |predicted / published - 1|, worst over the published trainer peaks (see above)
+TRAINER_ERROR = {"traced": 0.068, "analytic": 0.200}
+ROLLOUT_ERROR = 0.275          # vllm-ascend#6611: modelled 1.0 GiB of device contexts, measured 1.38
+COUNTED = frozenset({"vLLM reservation", "vLLM asleep", "weights/TP", "KV of one max_model_len", "comm buffers",
+                     "offloaded states", "model load", "vLLM sleep copies"})
+TRAINER = frozenset({"trainer", "trainer params", "trainer residency"})
+
+
+def trainer_error(source: str) -> float:
+    """The trainer terms' error for where they come from (traced_terms.source: a failed trace falls
+    back to the analytic formula, and so does its band)."""
+    return TRAINER_ERROR["traced" if source == "traced" else "analytic"]
+
+
+def part_error(part: str, trainer: float) -> float:
+    """The relative error of one named part of a check's need."""
+    if part in COUNTED:
+        return 0.0
+    return trainer if part in TRAINER else ROLLOUT_ERROR
+
+
+def favourable(parts: Mapping[str, float], trainer: float) -> float:
+    """The least the parts may add up to: each modelled part at the low end of its error."""
+    return sum(v * (1 - part_error(k, trainer)) for k, v in parts.items())
