@@ -136,8 +136,10 @@ class VerlSweepImpl(Sweeper):
         as a trial would be: a missing model or data dir stops the sweep here, not in each trial."""
         from verlsweep import task
 
-        cfg = (self.hydra_context.config_loader.load_sweep_config(self.config, params_fixed) if params_fixed
-               else copy.deepcopy(self.config))
+        # a job's overrides are the command line's and the params' plain values together (space.fixed):
+        # composing with the params' alone would drop the command line (e.g. runner=estimate)
+        cfg = (self.hydra_context.config_loader.load_sweep_config(self.config, space.overrides({}))
+               if params_fixed else copy.deepcopy(self.config))
         with read_write(cfg), open_dict(cfg):
             del cfg["hydra"]          # the task's view, as Hydra's run_job hands it to the task
         problems = task.check_fixed(cfg, [n.lstrip("+~") for n in space.distributions], dry_run)

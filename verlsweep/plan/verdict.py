@@ -15,6 +15,7 @@ from verlsweep.plan.trial_spec import NotPlannable, PlanInputs
 from verlsweep.plan.lengths import expected_lengths
 from verlsweep.plan.memory import MEANING, Check, concurrency, plan_memory
 from verlsweep.plan.throughput import plan_throughput
+from verlsweep.plan.time_split import predicted_metrics
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +64,7 @@ class Verdict:
                "plan/trainer_peak_gb": self.trainer_peak_gb, "plan/host_gb": self.host_gb,
                "plan/feasible": float(self.feasible)}
         out.update({f"plan/peak_gb/{k}": v for k, v in self.phases.items()})
+        out.update(predicted_metrics(self.time_s))      # the step's predicted split, plan/time_s/<phase>
         return out
 
     def to_dict(self) -> dict[str, Any]:
