@@ -23,7 +23,8 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from verlsweep.common.errors import ConfigError, Problem, full_traceback_wanted
-from verlsweep.study import create, space as _space
+from verlsweep.study import chain, create, space as _space
+from verlsweep.study_link import absolute_storage_url
 from verlsweep.study.loop import Hydra, Loop, Settings, SweepStopped
 from verlsweep.study.space import SearchSpaceError
 
@@ -44,10 +45,11 @@ class VerlSweepImpl(Sweeper):
                  timeout: Optional[float], max_consecutive_failures: int, params: Optional[DictConfig],
                  enqueue: Sequence[Any], enqueue_recipe: bool, heartbeat_interval: int,
                  grace_period: Optional[int], long_run: DictConfig, remeasure: bool = False,
-                 guide: Optional[DictConfig] = None, infer: bool = True) -> None:
+                 guide: Optional[DictConfig] = None, infer: bool = True, from_study: Optional[str] = None) -> None:
         self.direction = direction
         self.params = params
         self.long_run = long_run
+        self.from_study = from_study
         self.settings = Settings(
             sampler=sampler, pruner=pruner, objectives=list(objectives), storage=storage, study_name=study_name,
             n_trials=int(n_trials), n_jobs=int(n_jobs), timeout=timeout,
@@ -113,6 +115,12 @@ class VerlSweepImpl(Sweeper):
         directions, _ = create.directions_and_objectives(self.direction, s.objectives)
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
         params = OmegaConf.to_container(self.params, resolve=True) if self.params else {}
+        if self.from_study:      # the source's best params first: this sweep's params and command line win
+            cwd = Path(str(OmegaConf.select(self.config, "hydra.runtime.cwd", default=".")))
+            link = chain.resolve(str(self.from_study), absolute_storage_url(str(s.storage), cwd) if s.storage
+                                 else None, cwd)
+            params = {**link.overrides(), **params}
+            s.chained_from = link.to_attr()
         lines = [f"{k}={v}" for k, v in params.items()]
         space = _space.parse(lines + list(arguments), parser)
         if not space.distributions:

@@ -211,6 +211,9 @@ class VerlSweepSweeperConf:
     # at a lower util, a training OOM with more offloads, ...) launches nothing and is told infeasible,
     # user attr `ruled_out_by`; false: launch it anyway
     infer: bool = True
+    # start from another sweep's best config: a study name in `storage` or a best.yaml path; its best
+    # trial's params are fixed in every trial unless this sweep sweeps or sets them (verlsweep.study.chain)
+    from_study: Optional[str] = None
 
 
 def register() -> None:

@@ -7,6 +7,7 @@ import html
 from pathlib import Path
 from typing import Any
 
+from verlsweep.study import chain
 from verlsweep.report.data import PREDICTED_PEAK, PREDICTED_TOK_S, Row, Sweep
 from verlsweep.report.frontier import Combo, Side, combos, region_text
 from verlsweep.report.plots import Plot, draw
@@ -51,7 +52,7 @@ def launch_command(sweep: Sweep, sweep_dir: Path | None) -> str | None:
 
 
 def text_summary(sweep: Sweep, sweep_dir: Path | None = None) -> str:
-    lines = [status_text(sweep)]
+    lines = [status_text(sweep), *([chained] if (chained := chain.describe(sweep.study)) else [])]
     best = sweep.best()
     if best is not None:
         lines.append(f"best trial {best.number}: " + ", ".join(
@@ -151,6 +152,8 @@ def render(sweep: Sweep, plots: list[Plot], sweep_dir: Path | None) -> str:
     launch_html = (f"<details id='launch-details'><summary>Launch command (best_launch.sh, "
                    f"{len(launch.splitlines())} lines)</summary><pre id='launch'>{html.escape(launch)}</pre></details>"
                    if launch else "<p class='note'>no best_launch.sh yet</p>")
+    chained = chain.describe(sweep.study)
+    chained_html = f"<p id='chained'>{html.escape(chained)}</p>" if chained else ""
     plotly = ""
     if any(p.html for p in plots):
         from plotly.offline import get_plotlyjs
@@ -159,6 +162,7 @@ def render(sweep: Sweep, plots: list[Plot], sweep_dir: Path | None) -> str:
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>verlsweep: {html.escape(sweep.study.study_name)}"
             f"</title><style>{_STYLE}</style>{plotly}</head><body>"
             f"<h1>{html.escape(sweep.study.study_name)}</h1><p>{html.escape(status_text(sweep))}</p>"
+            f"{chained_html}"
             f"<h2>Best config</h2>{best_html}"
             f"<h2>Plots</h2>{''.join(_plot_section(p) for p in plots)}"
             f"<h2>Launch the long run</h2>{launch_html}"

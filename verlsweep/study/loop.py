@@ -34,8 +34,8 @@ from verlsweep.infer.rules import Decided
 from verlsweep.infer.sampler import BoundarySampler
 from verlsweep.record import budget, results
 from verlsweep.record.budget import quiet_optuna
-from verlsweep.study import (create, enqueue as _enqueue, guide as _guide, job_dirs, outputs as _outputs, parent_run,
-                             progress as _progress, reuse, session as _session, space as _space, view as _view)
+from verlsweep.study import (chain, create, enqueue as _enqueue, guide as _guide, job_dirs, outputs as _outputs,
+                             parent_run, progress as _progress, reuse, session as _session, space as _space, view as _view)
 from verlsweep.study_link import absolute_storage_url
 
 log = logging.getLogger(__name__)
@@ -65,6 +65,7 @@ class Settings:
     remeasure: bool
     guide_top_k: int
     infer: bool
+    chained_from: Optional[dict[str, Any]] = None    # hydra.sweeper.from_study's Link (verlsweep.study.chain)
 
 
 @dataclass
@@ -149,6 +150,8 @@ class Loop:
             parent = tracking.parent if tracking else None
             if tracking is not None and raw_storage is not None:
                 study.set_user_attr(TRACKING_ATTR, parent_run.where(self.config, name))
+            if not dry_run:
+                chain.record(study, s.chained_from, parent, self.config)
             me.repair_runs()
             self._view = _view.SweepView(self.config, self.sweep_dir, s.objectives, self._progress, parent)
             links = self._link_overrides(name, url, parent)
