@@ -74,3 +74,19 @@ def test_capture_sizes_follow_max_num_seqs_and_vanish_in_eager_mode():
     assert capture_sizes(256, 64, False)[-1] == 64
     assert capture_sizes(32, 512, False)[-1] == 32
     assert capture_sizes(256, 256, True) is None
+
+
+@pytest.mark.slow
+def test_a_representative_throughput_trial_passes_verls_own_validation():
+    """One combination of every swept knob (not the matrix: each verl validation takes seconds)."""
+    from verlsweep.command.compose import build_command
+
+    cfg = compose_config(["hardware=a2_64g", "model=qwen3_8b", "algorithm=grpo", "space=throughput",
+                          f"{ACTOR}.ppo_max_token_len_per_gpu=24576", f"{ROLLOUT}.log_prob_max_token_len_per_gpu=32768",
+                          f"{ROLLOUT}.max_num_batched_tokens=16384", f"{ROLLOUT}.max_num_seqs=512",
+                          f"{ROLLOUT}.enforce_eager=false", "throughput.max_capture_size=128",
+                          f"+{ACTOR}.ulysses_sequence_parallel_size=2", f"{ROLLOUT}.free_cache_engine=false"])
+    argv = build_command(cfg, require_paths=False).argv
+    assert "actor_rollout_ref.actor.ulysses_sequence_parallel_size=2" in argv
+    assert any(a.endswith("cudagraph_capture_sizes=[1,2,4,8,16,24,32,40,48,56,64,72,80,88,96,104,112,120,128]")
+               for a in argv), [a for a in argv if "capture" in a]
