@@ -85,7 +85,7 @@ def test_a_representative_throughput_trial_passes_verls_own_validation():
                           f"{ACTOR}.ppo_max_token_len_per_gpu=24576", f"{ROLLOUT}.log_prob_max_token_len_per_gpu=32768",
                           f"{ROLLOUT}.max_num_batched_tokens=16384", f"{ROLLOUT}.max_num_seqs=512",
                           f"{ROLLOUT}.enforce_eager=false", "throughput.max_capture_size=128",
-                          f"+{ACTOR}.ulysses_sequence_parallel_size=2", f"{ROLLOUT}.free_cache_engine=false"])
+                          f"{ACTOR}.ulysses_sequence_parallel_size=2", f"{ROLLOUT}.free_cache_engine=false"])
     argv = build_command(cfg, require_paths=False).argv
     assert "actor_rollout_ref.actor.ulysses_sequence_parallel_size=2" in argv
     assert any(a.endswith("cudagraph_capture_sizes=[1,2,4,8,16,24,32,40,48,56,64,72,80,88,96,104,112,120,128]")

@@ -12,6 +12,8 @@ from verlsweep.plan.inputs import from_cfg
 from verlsweep.plan.time_split import measured_split, predicted_split
 
 CAL = load_calibration(None)
+ACTOR = "verl.actor_rollout_ref.actor"
+ROLLOUT = "verl.actor_rollout_ref.rollout"
 
 
 @pytest.fixture(scope="module")
@@ -61,3 +63,19 @@ def test_the_measured_split_keeps_verls_phases_and_calls_the_rest_other():
     split = measured_split({"timing_s/gen": 30.0, "timing_s/update_actor": 50.0, "timing_s/step": 100.0,
                             "perf/throughput": 400.0})
     assert split == {"gen": 30.0, "update_actor": 50.0, "other": 20.0}
+
+
+def test_the_planner_guide_ranks_configs_of_this_space(base):
+    """The guide's ranking (verlsweep.study.guide) tells configs of this space apart: a config whose vLLM
+    share stays awake through training is vetoed, and a fuller actor budget ranks above a smaller one."""
+    from verlsweep.study import guide
+    from verlsweep.study.space import parse
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    cfg = compose_config(["hardware=a2_64g", "model=qwen3_8b", "algorithm=grpo", "space=throughput"])
+    budget, awake = f"{ACTOR}.ppo_max_token_len_per_gpu", f"{ROLLOUT}.free_cache_engine"
+    space = parse([f"{budget}=choice(8192,24576)", f"{awake}=choice(true,false)"], OverridesParser.create())
+    predictions = guide.predict_all(cfg, space, guide.candidates(space))
+    by = {(p.params[budget], p.params[awake]): p for p in predictions}
+    assert not by[(24576, False)].feasible and by[(24576, True)].feasible
+    assert by[(24576, True)].tok_s > by[(8192, True)].tok_s

@@ -22,16 +22,20 @@ OFFLOAD = "verl.actor_rollout_ref.actor.fsdp_config.param_offload"
 MEMORY_STUDY = "rollout_memory.a2_64g.qwen3_0_6b.grpo.finished"
 
 
-def test_the_throughput_space_runs_end_to_end_with_the_planner(empty_mlflow_db, tmp_path):
+def test_the_throughput_space_runs_end_to_end_with_the_planner_from_the_recipes_values(empty_mlflow_db, tmp_path):
+    """The guide over this space is tests/test_plan_knob_costs.py's (ranking 2048 candidates takes ~10-40 s)."""
     uri = copy_store(empty_mlflow_db, tmp_path)
     proc = run_sweep(tmp_path, ["hardware=a2_64g", "algorithm=grpo", "model=qwen3_8b", "space=throughput",
                                 "runner=estimate", "hydra.sweeper.n_trials=2", "validate.verl=false",
+                                "hydra.sweeper.guide.top_k=0",
                                 f"tracking.uri={uri}", f"paths.output_root={tmp_path / 'out'}"],
                      new_mark(), multirun=True)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     rows = list(csv.DictReader(next(tmp_path.glob("out/sweeps/*/trials.csv")).open()))
     assert len(rows) == 2 and any(r["outcome"] == "completed" for r in rows), rows
-    assert "verl.actor_rollout_ref.actor.ppo_max_token_len_per_gpu" in rows[0]
+    # trial 0 is the composed config's own values (verl's defaults where no group sets them)
+    assert (rows[0]["verl.actor_rollout_ref.actor.ppo_max_token_len_per_gpu"],
+            rows[0]["verl.actor_rollout_ref.rollout.max_num_seqs"]) == ("16384", "256")
 
 
 def _finished_memory_study(url: str) -> None:
