@@ -6,7 +6,9 @@ import pytest
 import yaml
 from optuna.distributions import FloatDistribution
 
-from verlsweep.study.chain import FROM_STUDY_ATTR, KEY, describe, resolve
+from verlsweep.common.names import FROM_STUDY_ATTR
+from verlsweep.report.html import chained_text
+from verlsweep.study.chain import KEY, resolve
 from verlsweep.study.space import SearchSpaceError
 
 UTIL = "verl.actor_rollout_ref.rollout.gpu_memory_utilization"
@@ -47,6 +49,6 @@ def test_an_unknown_study_or_one_without_a_best_is_refused_naming_the_key(storag
 
 def test_a_chained_study_describes_its_start_for_the_report(storage, tmp_path):
     study = optuna.create_study()
-    assert describe(study) is None
+    assert chained_text(study) is None
     study.set_user_attr(FROM_STUDY_ATTR, resolve("memory", storage, tmp_path).to_attr())
-    assert describe(study).startswith("started from study memory, trial 1")
+    assert chained_text(study).startswith("started from study memory, trial 1")

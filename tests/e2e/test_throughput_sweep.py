@@ -12,7 +12,8 @@ from mlflow.tracking import MlflowClient
 from optuna.distributions import CategoricalDistribution, FloatDistribution
 
 from tests.support.trial_helpers import copy_store, new_mark, run_sweep, standin_entrypoint, tiny_overrides
-from verlsweep.study.chain import FROM_STUDY_ATTR, TAG_PREFIX
+from verlsweep.common.names import FROM_STUDY_ATTR
+from verlsweep.study.chain import TAG_PREFIX
 
 pytestmark = pytest.mark.slow
 

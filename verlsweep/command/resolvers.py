@@ -47,10 +47,10 @@ def sp_choices(*, _root_: Any) -> str:
 
 
 def capture_sizes(largest: Any, max_num_seqs: Any, enforce_eager: Any) -> list[int] | None:
-    """vLLM's own capture list (verlsweep.plan.verl_config.default_capture_sizes) cut at `largest` and at
+    """vLLM's own capture list (verlsweep.common.vllm_graphs.default_capture_sizes) cut at `largest` and at
     max_num_seqs, so a swept largest batch never captures a size the engine cannot schedule; null in
     eager mode, where verl's rollout.yaml says capture sizes do not apply."""
-    from verlsweep.plan.verl_config import default_capture_sizes
+    from verlsweep.common.vllm_graphs import default_capture_sizes
 
     if bool(enforce_eager):
         return None

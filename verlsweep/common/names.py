@@ -47,6 +47,7 @@ PLACEHOLDER_ATTR = "verlsweep.placeholder"     # trial user attr: its values are
 OVER_BUDGET_ATTR = "verlsweep.over_budget"     # trial system attr: asked beyond n_trials, never run
 N_TRIALS_ATTR = "verlsweep.n_trials"           # study user attr: the study's total trial budget
 PREDICTED_ATTR = "predicted"                   # trial user attr: the planner's numbers (plan/...)
+FROM_STUDY_ATTR = "verlsweep.from_study"       # study user attr: the sweep it started from (verlsweep.study.chain)
 OBJECTIVES_ATTR = "verlsweep.objectives"       # study user attr: the TrialResult values the directions apply to
 TRACKING_ATTR = "verlsweep.tracking"           # study user attr: {uri, experiment} of its MLflow runs
 OVERRIDES_ATTR = "overrides"                   # trial user attr: the overrides the trial's job ran with

@@ -15,7 +15,7 @@ from verlsweep.plan.trial_spec import NotPlannable, PlanInputs
 from verlsweep.plan.lengths import expected_lengths
 from verlsweep.plan.memory import MEANING, Check, concurrency, plan_memory
 from verlsweep.plan.throughput import plan_throughput
-from verlsweep.plan.time_split import predicted_metrics
+from verlsweep.common.time_split import predicted_metrics
 
 log = logging.getLogger(__name__)
 

@@ -1,10 +1,10 @@
 """The report's "where the time goes" plot: per trial, a stacked bar of verl's step phases as measured
-(timing_s/*, verlsweep.plan.time_split) and, beside it, the planner's predicted split."""
+(timing_s/*, verlsweep.common.time_split) and, beside it, the planner's predicted split."""
 from __future__ import annotations
 
 from pathlib import Path
 
-from verlsweep.plan.time_split import OTHER, PHASES, from_predicted, measured_split
+from verlsweep.common.time_split import OTHER, PHASES, from_predicted, measured_split
 from verlsweep.report.data import Row, Sweep
 
 # one colour per phase, measured and predicted alike (the predicted bar is hatched)

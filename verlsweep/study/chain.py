@@ -5,7 +5,8 @@ two-stage search, e.g. the throughput knobs (sweeps/throughput.yaml) once the me
 The source is a study name in the sweep's storage or the path of a sweep's best.yaml. Its best trial's
 params become plain overrides of every trial, ahead of the space's own params and the command line, so
 they stay fixed unless this sweep sweeps or sets the same key. The link is kept with the study (user
-attr FROM_STUDY_ATTR), on its MLflow parent run (tags under TAG_PREFIX) and in the report.
+attr FROM_STUDY_ATTR), on its MLflow parent run (tags under TAG_PREFIX) and in the report
+(verlsweep.report.html.chained_text).
 """
 from __future__ import annotations
 
@@ -18,12 +19,12 @@ import yaml
 
 from verlsweep.command.overrides import format_value
 from verlsweep.common.errors import Problem
+from verlsweep.common.names import FROM_STUDY_ATTR
 from verlsweep.study.space import SearchSpaceError
 
 log = logging.getLogger(__name__)
 
 KEY = "hydra.sweeper.from_study"
-FROM_STUDY_ATTR = "verlsweep.from_study"
 TAG_PREFIX = "sweep.from_study"
 
 
@@ -114,13 +115,3 @@ def record(study: Any, link: dict[str, Any] | None, parent_run_id: str | None, c
                 client.set_tag(parent_run_id, key, value)
         except Exception as exc:  # noqa: BLE001 - the study keeps the link either way
             log.warning("verlsweep: could not tag parent run %s with %s: %s", parent_run_id, TAG_PREFIX, exc)
-
-
-def describe(study: Any) -> str | None:
-    """`started from study S, trial N (knobs fixed: k=v, ...)` for a chained study, else None."""
-    link = study.user_attrs.get(FROM_STUDY_ATTR)
-    if not isinstance(link, dict):
-        return None
-    knobs = ", ".join(f"{'.'.join(k.split('.')[-2:])}={v}" for k, v in (link.get("params") or {}).items())
-    return (f"started from study {link.get('study_name')}, trial {link.get('trial_number')} "
-            f"({link.get('source')}); its knobs fixed unless swept here: {knobs}")

@@ -22,7 +22,7 @@ from verlsweep.trial import metrics
 from verlsweep.common.errors import ConfigError, Problem
 from verlsweep.plan import Verdict
 from verlsweep.common.names import FILE_LOGGER_ENV, METRICS_FILE, MLFLOW_RUN_ID_ENV, PEAK_MEMORY_METRIC, TRIAL_DIR_ENV
-from verlsweep.plan.time_split import PHASES, predicted_split
+from verlsweep.common.time_split import PHASES, predicted_split
 from verlsweep.common.result import PLAN_CHECK_PHASES, StepReporter, TrialResult
 from verlsweep.trial.runners.base import Hardware, Objective, RunDetails, RunOutput, RunSpec
 
