@@ -34,8 +34,9 @@ from verlsweep.infer.rules import Decided
 from verlsweep.infer.sampler import BoundarySampler
 from verlsweep.record import budget, results
 from verlsweep.record.budget import quiet_optuna
-from verlsweep.study import (chain, create, enqueue as _enqueue, guide as _guide, job_dirs, outputs as _outputs,
-                             parent_run, progress as _progress, reuse, session as _session, space as _space, view as _view)
+from verlsweep.study import (create, enqueue as _enqueue, guide as _guide, job_dirs, outputs as _outputs, parent_run,
+                             progress as _progress, reuse, session as _session, space as _space, view as _view)
+from verlsweep.study import chain
 from verlsweep.study_link import absolute_storage_url
 
 log = logging.getLogger(__name__)
