@@ -167,7 +167,7 @@ class GuideConfig:
     # fraction of a millisecond, so a 448-config space costs about a second
     draws: int = 32          # = verlsweep.study.guide.DRAWS (not imported: that module imports optuna)
     # the planner's throughput error on a config unlike the fitted ones: leave-one-out and held-out
-    # errors of benchmarks/planner_accuracy.py reach -22% / +12%
+    # errors of benchmarks/planner_accuracy.py reach -19% / +9%
     error: float = 0.2       # = verlsweep.study.guide.ERROR
 
 
