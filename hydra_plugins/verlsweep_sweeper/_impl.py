@@ -23,7 +23,8 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from verlsweep.common.errors import ConfigError, Problem, full_traceback_wanted
-from verlsweep.study import app, create, inflight, peer_compat, space as _space, subsets
+from verlsweep.study import app, chain, create, inflight, peer_compat, space as _space, subsets
+from verlsweep.study_link import absolute_storage_url
 from verlsweep.study.loop import Hydra, Loop, Settings, SweepStopped
 from verlsweep.study.space import SearchSpaceError
 
@@ -46,13 +47,15 @@ class VerlSweepImpl(Sweeper):
                  grace_period: Optional[int], long_run: DictConfig, remeasure: bool = False,
                  guide: Optional[DictConfig] = None, infer: bool = True, max_failure_rate: Optional[float] = None,
                  custom_search_space: Optional[str] = None, search_space: Optional[DictConfig] = None,
-                 schedule: str = "auto", devices_per_trial: Optional[int] = None) -> None:
+                 schedule: str = "auto", devices_per_trial: Optional[int] = None,
+                 from_study: Optional[str] = None) -> None:
         self.schedule = str(schedule)       # verlsweep.study.inflight.choose resolves it against the launcher
         self.devices_per_trial = devices_per_trial
         self.direction = direction
         self.params = params
         self.search_space = search_space
         self.long_run = long_run
+        self.from_study = from_study
         self.settings = Settings(
             sampler=sampler, pruner=pruner, objectives=list(objectives or []), storage=storage, study_name=study_name,
             n_trials=int(n_trials), n_jobs=int(n_jobs), timeout=timeout,
@@ -125,6 +128,12 @@ class VerlSweepImpl(Sweeper):
         directions, _ = create.directions_and_objectives(self.direction, s.objectives)
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
         params = OmegaConf.to_container(self.params, resolve=True) if self.params else {}
+        if self.from_study:      # the source's best params first: this sweep's params and command line win
+            cwd = Path(str(OmegaConf.select(self.config, "hydra.runtime.cwd", default=".")))
+            link = chain.resolve(str(self.from_study), absolute_storage_url(str(s.storage), cwd) if s.storage
+                                 else None, cwd)
+            params = {**link.overrides(), **params}
+            s.chained_from = link.to_attr()
         lines = [f"{k}={v}" for k, v in params.items()]
         space = _space.parse(lines + list(arguments), parser, stop_included=not own)
         peer_compat.add_legacy(space, peer_compat.legacy_search_space(self.search_space, self.params))
@@ -153,8 +162,10 @@ class VerlSweepImpl(Sweeper):
         as a trial would be: a missing model or data dir stops the sweep here, not in each trial."""
         from verlsweep import task
 
-        cfg = (self.hydra_context.config_loader.load_sweep_config(self.config, params_fixed) if params_fixed
-               else copy.deepcopy(self.config))
+        # a job's overrides are the command line's and the params' plain values together (space.fixed):
+        # composing with the params' alone would drop the command line (e.g. runner=estimate)
+        cfg = (self.hydra_context.config_loader.load_sweep_config(self.config, space.overrides({}))
+               if params_fixed else copy.deepcopy(self.config))
         with read_write(cfg), open_dict(cfg):
             del cfg["hydra"]          # the task's view, as Hydra's run_job hands it to the task
         problems = task.check_fixed(cfg, [n.lstrip("+~") for n in space.distributions], dry_run)

@@ -200,7 +200,7 @@ class GuideConfig:
     # fraction of a millisecond, so a 448-config space costs about a second
     draws: int = 32          # = verlsweep.study.guide.DRAWS (not imported: that module imports optuna)
     # the planner's throughput error on a config unlike the fitted ones: leave-one-out and held-out
-    # errors of benchmarks/planner_accuracy.py reach -22% / +12%
+    # errors of benchmarks/planner_accuracy.py reach -19% / +9%
     error: float = 0.2       # = verlsweep.study.guide.ERROR
 
 
@@ -262,6 +262,9 @@ class VerlSweepSweeperConf:
     custom_search_space: Optional[str] = None
     # deprecated: {name: {type, low, high, step, log, choices}}; write `params` instead
     search_space: Optional[Dict[str, Any]] = None
+    # start from another sweep's best config: a study name in `storage` or a best.yaml path; its best
+    # trial's params are fixed in every trial unless this sweep sweeps or sets them (verlsweep.study.chain)
+    from_study: Optional[str] = None
 
 
 def register() -> None:

@@ -6,6 +6,8 @@ other module happened to be imported first. replace=True: Hydra's plugin scan ma
 than once in a process.
 
   verlsweep.tp_choices     sweeps/*.yaml: choice(...) over the rollout TP sizes hardware x model can run
+  verlsweep.sp_choices     sweeps/throughput.yaml: choice(...) over the Ulysses SP sizes it can run
+  verlsweep.capture_sizes  sweeps/throughput.yaml: the graph capture sizes up to a largest batch
   verlsweep.help_groups    `python sweep.py --help`: the config groups and their options
   verlsweep.hardware_auto  conf/hardware/auto.yaml: explains how to make a profile
   verlsweep.coalesce       conf/sweep.yaml: the first value that is set
@@ -20,6 +22,8 @@ from typing import Any
 from omegaconf import OmegaConf
 
 TP_CHOICES = "verlsweep.tp_choices"
+SP_CHOICES = "verlsweep.sp_choices"
+CAPTURE_SIZES = "verlsweep.capture_sizes"
 HELP_GROUPS = "verlsweep.help_groups"
 AUTO_RESOLVER = "verlsweep.hardware_auto"
 COALESCE_RESOLVER = "verlsweep.coalesce"
@@ -33,6 +37,25 @@ def tp_choices(*, _root_: Any) -> str:
     from verlsweep.command.topology import tp_choices as allowed
 
     return "choice(" + ",".join(str(tp) for tp in allowed(_root_)) + ")"
+
+
+def sp_choices(*, _root_: Any) -> str:
+    """`choice(...)` over the Ulysses SP sizes the composed hardware x model can run (topology.sp_choices)."""
+    from verlsweep.command.topology import sp_choices as allowed
+
+    return "choice(" + ",".join(str(sp) for sp in allowed(_root_)) + ")"
+
+
+def capture_sizes(largest: Any, max_num_seqs: Any, enforce_eager: Any) -> list[int] | None:
+    """vLLM's own capture list (verlsweep.common.vllm_graphs.default_capture_sizes) cut at `largest` and at
+    max_num_seqs, so a swept largest batch never captures a size the engine cannot schedule; null in
+    eager mode, where verl's rollout.yaml says capture sizes do not apply."""
+    from verlsweep.common.vllm_graphs import default_capture_sizes
+
+    if bool(enforce_eager):
+        return None
+    top = min(int(largest), int(max_num_seqs))
+    return [s for s in default_capture_sizes(top) if s <= top] or [1]
 
 
 def coalesce(*values: object) -> object:
@@ -75,6 +98,7 @@ def slurm_gres(*, _root_: Any) -> str | None:
 def register() -> None:
     from verlsweep.command.argv import help_groups
 
-    for name, fn in ((TP_CHOICES, tp_choices), (HELP_GROUPS, help_groups), (AUTO_RESOLVER, hardware_auto),
+    for name, fn in ((TP_CHOICES, tp_choices), (SP_CHOICES, sp_choices), (CAPTURE_SIZES, capture_sizes),
+                     (HELP_GROUPS, help_groups), (AUTO_RESOLVER, hardware_auto),
                      (COALESCE_RESOLVER, coalesce), (SLURM_MINUTES, slurm_minutes), (SLURM_GRES, slurm_gres)):
         OmegaConf.register_new_resolver(name, fn, replace=True)

@@ -12,6 +12,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError
 
+from verlsweep.command.throughput_rules import actor_sp, check_throughput_rules
 from verlsweep.command.topology import tp_choices, world_size
 from verlsweep.common.errors import Problem
 from verlsweep.common.names import PLAN_TRAINERS
@@ -105,7 +106,9 @@ def check_rules(cfg: DictConfig) -> list[Problem]:
     n = _get(cfg, f"{ROLLOUT}.n")
     batch = _get(cfg, "verl.data.train_batch_size")
     mini = _get(cfg, f"{ACTOR}.ppo_mini_batch_size")
-    sp = _get(cfg, f"{ACTOR}.fsdp_config.ulysses_sequence_parallel_size") or 1
+    sp = actor_sp(cfg)[1]
+    if not isinstance(sp, int) or sp < 1:
+        sp = 1          # check_throughput_rules names the key
     world = world_size(cfg)
     if batch % mini:
         problems.append(Problem(f"{ACTOR}.ppo_mini_batch_size", mini,
@@ -124,4 +127,6 @@ def check_rules(cfg: DictConfig) -> list[Problem]:
         if not _is_int(max_tok) or max_tok * sp < seq:
             problems.append(Problem(f"{ACTOR}.ppo_max_token_len_per_gpu", max_tok,
                                     f"an integer >= (max_prompt_length + max_response_length) / SP = {-(-seq // sp)}"))
+    # token budgets beyond verl's minimum, SP, vLLM batching and graph capture (issue 28)
+    problems += check_throughput_rules(cfg)
     return problems

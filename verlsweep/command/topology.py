@@ -26,3 +26,10 @@ def tp_choices(cfg: DictConfig) -> list[int]:
         for tp in range(1, world + 1)
         if world % tp == 0 and heads % tp == 0 and (kv % tp == 0 if tp <= kv else tp % kv == 0)
     ]
+
+
+def sp_choices(cfg: DictConfig) -> list[int]:
+    """Ulysses SP sizes the hardware x model can run: the same rule as TP. verl asserts that SP divides
+    the attention heads and that KV heads divide by SP or SP by them (verl/models/transformers/
+    monkey_patch.py, the Ulysses attention patch), and the data-parallel size is world // SP."""
+    return tp_choices(cfg)

@@ -45,6 +45,10 @@ class Constants:
     host_link_efficiency: float
     weight_sync_gbs: float           # trainer -> vLLM weight update, per device
     cpu_adam_params_per_s: float     # host optimizer step (FSDP2 offload_policy), per rank
+    # throughput knobs (verlsweep.plan.knob_costs; priors, not fitted)
+    micro_batch_half_tokens: float   # tokens per device per micro batch at which a pass reaches half its MFU
+    micro_batch_ref_tokens: float    # the micro batch train_mfu was fitted at (the seed recipe's budget)
+    ulysses_a2a_gbs: float           # Ulysses all-to-all bandwidth per device inside a node
 
 
 # the constants of the throughput model (the section above): what a calibration error in tokens/s is made of

@@ -14,12 +14,15 @@ verl reports tokens / (step time x devices) with tokens = prompt + response of e
 * offload traffic over the host link (param/optimizer offload, the host-resident ref, FSDP2 offload
   policy) and Adam on the host for offload_policy.
 * weight sync to vLLM and its sleep/wake copies; a fixed per-step overhead.
+* the throughput knobs' own time costs (verlsweep.plan.knob_costs): micro-batch efficiency, Ulysses
+  all-to-alls, chunked-prefill steps.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from verlsweep.common.names import GIB
+from verlsweep.plan import knob_costs
 from verlsweep.plan.calibration import Constants
 from verlsweep.plan.lengths import Lengths
 from verlsweep.plan.memory import concurrency, vllm_weights_gb
@@ -132,4 +135,5 @@ def plan_throughput(inp: PlanInputs, c: Constants, lengths: Lengths, kv_tokens: 
     parts["update_weights"] = weights / (c.weight_sync_gbs * 1e9) + sleep_copies / (
         hw.host_link_gbs * 1e9 * c.host_link_efficiency)
     parts["other"] = c.step_overhead_s
+    parts = knob_costs.adjust(parts, inp, c, lengths, tokens)   # micro batches, Ulysses SP, chunked prefill
     return Throughput(tokens_per_step=tokens, step_s=sum(parts.values()), parts=parts, world=hw.world)

@@ -16,6 +16,7 @@ from verlsweep.plan.trial_spec import NotPlannable, PlanInputs
 from verlsweep.plan.lengths import expected_lengths
 from verlsweep.plan.memory import MEANING, Check, concurrency, plan_memory
 from verlsweep.plan.throughput import plan_throughput
+from verlsweep.common.time_split import predicted_metrics
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +91,7 @@ class Verdict:
                "plan/trainer_peak_gb_low": self.trainer_peak_band_gb[0],
                "plan/trainer_peak_gb_high": self.trainer_peak_band_gb[1]}
         out.update({f"plan/peak_gb/{k}": v for k, v in self.phases.items()})
+        out.update(predicted_metrics(self.time_s))      # the step's predicted split, plan/time_s/<phase>
         return out
 
     def to_dict(self) -> dict[str, Any]:

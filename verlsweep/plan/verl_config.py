@@ -7,6 +7,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from verlsweep.common.vllm_graphs import default_capture_sizes  # noqa: F401 - the planner's name for it
+
 # verl 0.9.1 defaults of the keys read here (verl/trainer/config/_generated_ppo_trainer.yaml).
 VERL_DEFAULTS: dict[str, Any] = {
     "data.train_batch_size": 1024,
@@ -68,15 +70,6 @@ VERL_DEFAULTS: dict[str, Any] = {
 # verl's vLLM server default when no compilation_config.cudagraph_mode is given
 # (verl/workers/rollout/vllm_rollout/vllm_async_server.py).
 DEFAULT_CUDAGRAPH_MODE = "FULL_AND_PIECEWISE"
-
-
-def default_capture_sizes(max_num_seqs: int) -> tuple[int, ...]:
-    """The shape of vLLM's default cudagraph capture list when none is given: 1, 2, 4, then steps of 8
-    to 256 and of 16 beyond, up to min(2 x max_num_seqs, 512) (vllm/config/vllm.py); only its length
-    matters here (graph pool size)."""
-    top = min(2 * max_num_seqs, 512)
-    sizes = [1, 2, 4, *range(8, 256, 8), *range(256, top + 1, 16)]
-    return tuple(s for s in sizes if s <= top)
 
 
 class VerlValues:

@@ -49,6 +49,7 @@ class Row:
     ruled_out_by: int | None = None       # never launched: this trial's outcome proved it fails
     backend: str | None = None            # verl | script | estimate
     reused_from: int | None = None        # never launched: this trial's measurement told again
+    metrics: dict[str, float] = field(default_factory=dict)   # verl metrics aggregated like the objective
 
     @property
     def shown_outcome(self) -> str:
@@ -146,7 +147,8 @@ def load(study: optuna.Study, objectives: list[str] | None = None) -> Sweep:
             predicted=dict(t.user_attrs.get(PREDICTED_ATTR) or {}), job_dir=t.user_attrs.get("job_dir"),
             excerpt=t.user_attrs.get("excerpt"), phase=t.user_attrs.get(FAILURE_PHASE_ATTR) or None,
             ruled_out_by=_int(t.user_attrs.get(RULED_OUT_ATTR)), backend=t.user_attrs.get("backend"),
-            reused_from=_int(t.user_attrs.get(REUSED_FROM_ATTR))))
+            reused_from=_int(t.user_attrs.get(REUSED_FROM_ATTR)),
+            metrics=dict(t.user_attrs.get("metrics") or {})))
     n_objectives = len(study.directions)
     objectives = list(objectives or study.user_attrs.get(OBJECTIVES_ATTR) or ["objective"])[:n_objectives]
     objectives += [f"objective_{i}" for i in range(len(objectives), n_objectives)]

@@ -7,6 +7,7 @@ import html
 from pathlib import Path
 from typing import Any
 
+from verlsweep.common.names import FROM_STUDY_ATTR
 from verlsweep.report.data import PREDICTED_PEAK, PREDICTED_TOK_S, Row, Sweep
 from verlsweep.report.frontier import Combo, Side, combos, region_text
 from verlsweep.report.plots import Plot, draw
@@ -50,8 +51,18 @@ def launch_command(sweep: Sweep, sweep_dir: Path | None) -> str | None:
     return None
 
 
+def chained_text(study: Any) -> str | None:
+    """`started from study S, trial N (...)` for a study started with hydra.sweeper.from_study, else None."""
+    link = study.user_attrs.get(FROM_STUDY_ATTR)
+    if not isinstance(link, dict):
+        return None
+    knobs = ", ".join(f"{'.'.join(k.split('.')[-2:])}={v}" for k, v in (link.get("params") or {}).items())
+    return (f"started from study {link.get('study_name')}, trial {link.get('trial_number')} "
+            f"({link.get('source')}); its knobs fixed unless swept here: {knobs}")
+
+
 def text_summary(sweep: Sweep, sweep_dir: Path | None = None) -> str:
-    lines = [status_text(sweep)]
+    lines = [status_text(sweep), *([chained] if (chained := chained_text(sweep.study)) else [])]
     best = sweep.best()
     if best is not None:
         lines.append(f"best trial {best.number}: " + ", ".join(
@@ -151,6 +162,8 @@ def render(sweep: Sweep, plots: list[Plot], sweep_dir: Path | None) -> str:
     launch_html = (f"<details id='launch-details'><summary>Launch command (best_launch.sh, "
                    f"{len(launch.splitlines())} lines)</summary><pre id='launch'>{html.escape(launch)}</pre></details>"
                    if launch else "<p class='note'>no best_launch.sh yet</p>")
+    chained = chained_text(sweep.study)
+    chained_html = f"<p id='chained'>{html.escape(chained)}</p>" if chained else ""
     plotly = ""
     if any(p.html for p in plots):
         from plotly.offline import get_plotlyjs
@@ -159,6 +172,7 @@ def render(sweep: Sweep, plots: list[Plot], sweep_dir: Path | None) -> str:
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>verlsweep: {html.escape(sweep.study.study_name)}"
             f"</title><style>{_STYLE}</style>{plotly}</head><body>"
             f"<h1>{html.escape(sweep.study.study_name)}</h1><p>{html.escape(status_text(sweep))}</p>"
+            f"{chained_html}"
             f"<h2>Best config</h2>{best_html}"
             f"<h2>Plots</h2>{''.join(_plot_section(p) for p in plots)}"
             f"<h2>Launch the long run</h2>{launch_html}"

@@ -229,7 +229,15 @@ def memory(sweep: Sweep, out: Path) -> Plot:
     return plot
 
 
-PLOTS: tuple[Callable[[Sweep, Path], Plot], ...] = (history, util_by_tp, frontier, parallel, importance, memory)
+def time_split(sweep: Sweep, out: Path) -> Plot:
+    """Per trial, measured and predicted step phases (verlsweep.report.time_plot)."""
+    from verlsweep.report.time_plot import time_split as draw_split
+
+    return draw_split(sweep, out)
+
+
+PLOTS: tuple[Callable[[Sweep, Path], Plot], ...] = (history, util_by_tp, frontier, parallel, importance, memory,
+                                                    time_split)
 
 
 def draw(sweep: Sweep, out_dir: Path) -> list[Plot]:

@@ -37,7 +37,7 @@ from verlsweep.record import budget, results
 from verlsweep.record.budget import quiet_optuna
 from verlsweep.study import (create, enqueue as _enqueue, guide as _guide, job_dirs, outputs as _outputs, parent_run,
                              progress as _progress, reuse, session as _session, space as _space, view as _view)
-from verlsweep.study import app, inflight, peer_compat
+from verlsweep.study import app, chain, inflight, peer_compat
 from verlsweep.study.failures import FailureWatch
 from verlsweep.study_link import absolute_storage_url
 
@@ -74,6 +74,7 @@ class Settings:
     # devices_per_trial (verlsweep.study.subsets): every trial's overrides, and each device group's
     trial_overrides: list[str] = field(default_factory=list)
     slot_overrides: list[list[str]] = field(default_factory=list)
+    chained_from: Optional[dict[str, Any]] = None    # hydra.sweeper.from_study's Link (verlsweep.study.chain)
 
 
 @dataclass
@@ -164,6 +165,8 @@ class Loop:
             parent = tracking.parent if tracking else None
             if tracking is not None and raw_storage is not None:
                 study.set_user_attr(TRACKING_ATTR, parent_run.where(self.config, name))
+            if not dry_run:
+                chain.record(study, s.chained_from, parent, self.config)
             me.repair_runs()
             self._view = _view.SweepView(self.config, self.sweep_dir, s.objectives, self._progress, parent,
                                          report=self.own)

@@ -22,6 +22,7 @@ from verlsweep.trial import metrics
 from verlsweep.common.errors import ConfigError, Problem
 from verlsweep.plan import Verdict
 from verlsweep.common.names import FILE_LOGGER_ENV, METRICS_FILE, MLFLOW_RUN_ID_ENV, PEAK_MEMORY_METRIC, TRIAL_DIR_ENV
+from verlsweep.common.time_split import PHASES, predicted_split
 from verlsweep.common.result import PLAN_CHECK_PHASES, StepReporter, TrialResult
 from verlsweep.trial.runners.base import Hardware, Objective, RunDetails, RunOutput, RunSpec
 
@@ -30,8 +31,8 @@ PLAN_FILE = "plan.json"
 # The metrics each estimated step carries (verl's names, verl/trainer/ppo/metric_utils.py and
 # engine_workers.py); the objective must be one of them.
 STEP_METRICS = (
-    "perf/throughput", "perf/time_per_step", "perf/total_num_tokens", "timing_s/step", "timing_s/gen",
-    "timing_s/old_log_prob", "timing_s/update_actor", PEAK_MEMORY_METRIC,
+    "perf/throughput", "perf/time_per_step", "perf/total_num_tokens", "timing_s/step",
+    *(f"timing_s/{phase}" for phase in PHASES), PEAK_MEMORY_METRIC,
     "prompt_length/mean", "response_length/mean",
 )
 
@@ -131,15 +132,14 @@ def step_metrics(verdict: Verdict, step: int, rng: random.Random, noise: float, 
         factor *= first_step_slowdown
     step_s = verdict.step_s * factor
     tokens = verdict.tok_s * verdict.step_s * verdict.world
-    gen = verdict.time_s.get("gen", 0.0) + verdict.time_s.get("gen_baseline", 0.0)
+    split = predicted_split(verdict.time_s)
     return {
         "perf/throughput": tokens / (step_s * verdict.world),
         "perf/time_per_step": step_s,
         "perf/total_num_tokens": tokens,
         "timing_s/step": step_s,
-        "timing_s/gen": gen * factor,
-        "timing_s/old_log_prob": verdict.time_s.get("old_log_prob", 0.0) * factor,
-        "timing_s/update_actor": verdict.time_s.get("update_actor", 0.0) * factor,
+        # verl logs a phase only when the step has it (no ref without KL, no values without a critic)
+        **{f"timing_s/{phase}": split[phase] * factor for phase in PHASES if phase in split},
         PEAK_MEMORY_METRIC: verdict.predicted_peak_gb,
         "prompt_length/mean": verdict.prompt_tokens,
         "response_length/mean": verdict.response_tokens,
