@@ -11,3 +11,25 @@ def test_the_former_search_space_group_name_is_read_as_space_with_a_note():
 def test_todays_names_pass_unchanged():
     argv = ["space=smoke", "sweep_dir=x", "hydra.sweep.dir=y"]
     assert renamed_groups(argv) == (argv, [])
+
+
+def test_another_sweeper_drops_the_space_and_ours_under_either_name_keeps_it():
+    from verlsweep.command.argv import for_other_sweeper, sweeper_conflict
+
+    assert for_other_sweeper(["-m", "hydra/sweeper=basic", "model=qwen3_8b"])[-1] == "~space"
+    for ours in ("verlsweep", "verl_trials"):
+        argv = ["-m", f"hydra/sweeper={ours}", "model=qwen3_8b"]
+        assert for_other_sweeper(argv) == argv and sweeper_conflict([*argv, "space=smoke"]) is None
+    assert "hydra/sweeper=basic cannot run" in sweeper_conflict(["-m", "hydra/sweeper=basic", "space=smoke"])
+
+
+def test_the_basic_sweeper_composes_without_our_sweepers_keys():
+    from verlsweep import CONF_DIR
+    from verlsweep.command import config_store
+    from verlsweep.command.hydra_compose import compose_dir
+
+    config_store.register()
+    ours = compose_dir(CONF_DIR, "sweep", [], return_hydra_config=True).hydra.sweeper
+    assert (ours.direction, ours.storage) == ("maximize", "sqlite:///verlsweep-optuna.db")
+    basic = compose_dir(CONF_DIR, "sweep", ["hydra/sweeper=basic", "~space"], return_hydra_config=True).hydra.sweeper
+    assert "direction" not in basic and basic._target_.endswith("BasicSweeper")

@@ -13,6 +13,7 @@ from verlsweep.command.suggest import did_you_mean
 
 SPACE_GROUP = "space"            # the search space: configures our sweeper (hydra.sweeper.*) only
 OUR_SWEEPER = "verlsweep"
+OUR_SWEEPERS = (OUR_SWEEPER, "verl_trials")      # the plugin, and conf/hydra/sweeper's option over it
 _CHOICE = re.compile(r"^[+~]*([A-Za-z_][\w/]*)=(.*)$")
 # the config tree is not only conf/: options may come from elsewhere, which this check cannot see
 _OTHER_SOURCES = ("hydra.searchpath", "--config-dir", "-cd", "--config-path", "-cp")
@@ -47,7 +48,7 @@ def group_typos(argv: list[str], conf_dir: Path) -> list[str]:
 
 def _other_sweeper(argv: list[str]) -> str | None:
     sweeper = next((m.group(2) for a in argv if (m := _CHOICE.match(a)) and m.group(1) == "hydra/sweeper"), None)
-    return None if sweeper in (None, OUR_SWEEPER) else sweeper
+    return None if sweeper is None or sweeper in OUR_SWEEPERS else sweeper
 
 
 def _picks_space(argv: list[str]) -> bool:
