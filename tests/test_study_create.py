@@ -74,13 +74,16 @@ def test_each_outcome_is_told_to_optuna_as_the_issue_specifies():
         False, False, False, False, True, True, True, True]
 
 
-def test_plain_numbers_and_dicts_are_accepted_as_results():
+def test_plain_numbers_and_dicts_are_results_and_none_fails_only_another_apps_trial():
     assert _results.result_of(ok(3.5), ["objective"]).objective == 3.5
     assert _results.result_of(ok({"outcome": "oom", "peak_memory_gb": 60}), ["objective"]).outcome == "oom"
     two = _results.result_of(ok([1.0, 2.0]), ["objective", "peak_memory_gb"])
     assert two.metrics == {"objective": 1.0, "peak_memory_gb": 2.0}
     assert _results.result_of(ok("nonsense"), ["objective"]).outcome == "crash"
     assert _results.result_of(ok(None), ["objective"]) is None
+    # another app's task must return its objective, as with hydra-optuna-sweeper: None is a failed trial
+    nothing = _results.result_of(ok(None), ["objective"], none_ok=False)
+    assert nothing.outcome == "crash" and "returned None" in nothing.excerpt
 
 
 def test_multi_objective_values_come_from_the_named_trial_result_fields():

@@ -123,3 +123,19 @@ def test_the_cmaes_group_builds_optunas_cma_es_sampler_when_its_package_is_there
 
     cfg = peer_compat.sampler(OmegaConf.structured(CmaEsSamplerConfig(seed=1)), own=False)
     assert isinstance(build_sampler(cfg, parse("x=interval(0, 1)", stop_included=True)), optuna.samplers.CmaEsSampler)
+
+
+def test_the_peers_tpe_keys_reach_optunas_tpe_sampler():
+    from hydra_plugins.verlsweep_sweeper.config import MOTPESamplerConfig, TPESamplerConfig
+    from verlsweep.study.create import build_sampler
+
+    # hydra-optuna-sweeper 1.3's tpe group with every key set (its TPESamplerConfig)
+    peer = {"seed": 123, "consider_prior": True, "prior_weight": 2.0, "consider_magic_clip": False,
+            "consider_endpoints": True, "n_startup_trials": 10, "n_ei_candidates": 24, "multivariate": False,
+            "warn_independent_sampling": False}
+    for node in (TPESamplerConfig, MOTPESamplerConfig):
+        cfg = OmegaConf.merge(OmegaConf.structured(node), {k: v for k, v in peer.items() if hasattr(node, k)})
+        with pytest.warns(FutureWarning, match="consider_prior"):   # Optuna's own deprecation, passed on
+            sampler = build_sampler(peer_compat.sampler(cfg, own=False), parse("x=interval(0, 1)", stop_included=True))
+        estimator = sampler._parzen_estimator_parameters
+        assert (estimator.prior_weight, estimator.consider_magic_clip, estimator.consider_endpoints) == (2.0, False, True)

@@ -35,6 +35,12 @@ class TPESamplerConfig:
     multivariate: bool = True
     group: bool = False
     constant_liar: bool = True   # parallel trials and sweep processes avoid each other's running ones
+    # hydra-optuna-sweeper's keys; null: Optuna's own default (optuna/samplers/_tpe/sampler.py)
+    consider_prior: Optional[bool] = None
+    prior_weight: Optional[float] = None
+    consider_magic_clip: Optional[bool] = None
+    consider_endpoints: Optional[bool] = None
+    warn_independent_sampling: Optional[bool] = None
 
 
 @dataclass
@@ -104,6 +110,11 @@ class MOTPESamplerConfig:
     n_startup_trials: int = 10
     n_ei_candidates: int = 24
     multivariate: bool = False
+    # the old sampler's prior keys, as TPESamplerConfig's (null: Optuna's default)
+    consider_prior: Optional[bool] = None
+    prior_weight: Optional[float] = None
+    consider_magic_clip: Optional[bool] = None
+    consider_endpoints: Optional[bool] = None
 
 
 @dataclass

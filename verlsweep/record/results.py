@@ -84,8 +84,10 @@ def _finite(x: Any) -> bool:
     return isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x)
 
 
-def result_of(ret: JobReturn | None, objectives: list[str]) -> TrialResult | None:
-    """The job's TrialResult; exceptions become config_error / crash, plain numbers `completed`."""
+def result_of(ret: JobReturn | None, objectives: list[str], none_ok: bool = True) -> TrialResult | None:
+    """The job's TrialResult; exceptions become config_error / crash, plain numbers `completed`. None:
+    the job returned nothing (our task's dry run); with `none_ok` False (another app, whose task must
+    return its objective, as hydra-optuna-sweeper requires) that is a crash."""
     if ret is None:
         return TrialResult(outcome="crash", excerpt="the launcher returned no result for this job")
     if ret.status != JobStatus.COMPLETED:
@@ -94,7 +96,8 @@ def result_of(ret: JobReturn | None, objectives: list[str]) -> TrialResult | Non
         return TrialResult(outcome=outcome, excerpt=f"{type(exc).__name__}: {exc}"[:_EXCERPT_CHARS])
     value = ret.return_value
     if value is None:
-        return None
+        return None if none_ok else TrialResult(
+            outcome="crash", excerpt="the task returned None, not its objective (a number, or one per direction)")
     if isinstance(value, TrialResult):
         return value
     if isinstance(value, dict) and "outcome" in value:
@@ -161,10 +164,11 @@ def _record(trial: optuna.Trial, result: TrialResult, ret: JobReturn | None) -> 
 
 
 def tell(study: optuna.Study, trial: optuna.Trial, ret: JobReturn | None, objectives: list[str],
-         result: TrialResult | None = None) -> Told:
-    """Tell `trial`'s outcome: from the job's return, or `result` when the job never ran."""
+         result: TrialResult | None = None, none_ok: bool = True) -> Told:
+    """Tell `trial`'s outcome: from the job's return, or `result` when the job never ran (`none_ok`:
+    result_of's)."""
     if result is None:
-        result = result_of(ret, objectives)
+        result = result_of(ret, objectives, none_ok)
     if result is None:
         trial.set_user_attr("outcome", NO_RESULT)
         trial.set_user_attr(JOB_DIR_ATTR, _job_dir(ret))

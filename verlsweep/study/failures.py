@@ -1,7 +1,8 @@
 """When failures stop a sweep: one rule for batched and asynchronous trials.
 
 Ours: `max_consecutive_failures` failed trials in a row (a trial with a result resets the count; one
-with no result, e.g. a task that returned None, neither counts nor resets). hydra-optuna-sweeper's,
+with no result, our task's dry run, neither counts nor resets; another app's task that returns None
+fails, as with hydra-optuna-sweeper). hydra-optuna-sweeper's,
 when `max_failure_rate` is set, replaces it: each batch of `n_jobs` trials told is judged on its share
 of failures (its _impl.py checks every batch). Asynchronous trials have no batches, so each run of
 `n_jobs` trials told in turn is one.

@@ -423,7 +423,7 @@ class Loop:
     def _tell(self, study: optuna.Study, trial: optuna.Trial, ret: Any,
               result: TrialResult | None = None, note: str = "") -> results.Told:
         with quiet_optuna():
-            told = results.tell(study, trial, ret, self.s.objectives, result=result)
+            told = results.tell(study, trial, ret, self.s.objectives, result=result, none_ok=self.own)
         self._shown(trial, told, note)
         return told
 
