@@ -18,7 +18,9 @@ pytestmark = pytest.mark.slow
 
 N_TRIALS = 8
 # a proposal that repeats a measured config is a `reused tNN` run; whether TPE makes one varies
-CHILD_NAME = re.compile(r"^t\d\d (completed|oom|infeasible|pruned|reused t\d\d) util=\d\.\d\d tp=\d off=[-a-z,]+$")
+# an edge probe (launched inside the planner's error band, verlsweep.plan.band) says so after the knobs
+CHILD_NAME = re.compile(r"^t\d\d (completed|oom|infeasible|pruned|reused t\d\d) util=\d\.\d\d tp=\d off=[-a-z,]+"
+                        r"( edge probe)?$")
 needs_chromium = pytest.mark.skipif(chromium() is None, reason="no chromium (.ci/run installs Debian's)")
 
 
@@ -64,6 +66,7 @@ def test_each_child_run_says_its_trial_outcome_and_knobs_and_the_parent_has_the_
     for r in children:                    # the name's word is the outcome, or `reused` for a reused trial
         said = "reused" if "trial.reused_from" in r.data.tags else r.data.tags["trial.outcome"]
         assert r.info.run_name.split()[1] == said, r.info.run_name
+        assert r.info.run_name.endswith("edge probe") == (r.data.tags.get("plan.edge_probe") == "true")
     assert parent.info.run_name == "rollout_memory #1"
     assert parent.data.metrics["trials_done"] == N_TRIALS
     history = client.get_metric_history(parent.info.run_id, "best_objective")

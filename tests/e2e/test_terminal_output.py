@@ -50,7 +50,7 @@ def test_an_estimate_sweeps_table_and_best_line_say_their_numbers_are_predicted(
     """24.7: runner=estimate measures nothing; its peak column and best line say so."""
     head = next(ln for ln in sweep_output.splitlines() if ln.startswith("┃"))
     assert "pred. GB" in head and "peak GB" not in head, head
-    assert re.search(r"best trial \d+: objective=\S+ \(predicted by the planner: runner=estimate\)", sweep_output)
+    assert re.search(r"best trial \d+: objective=\S+ \(predicted by the planner, runner=estimate\)", sweep_output)
 
 
 def test_a_fresh_mlflow_store_does_not_announce_creating_its_tables(sweep_output):

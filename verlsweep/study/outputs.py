@@ -225,7 +225,7 @@ def summary(study: optuna.Study, objectives: list[str], param_names: list[str], 
         knobs = "".join(f"\n  {k}={show(v, steps.get(k))}" for k, v in b.params.items())
         values = ", ".join(f"{n}={v:.4g}" for n, v in zip(objectives, b.values))
         front = f" (Pareto front: {len(best)} trials, see best.yaml)" if len(best) > 1 else ""
-        said = " (predicted by the planner: runner=estimate)" if predicted else ""
+        said = " (predicted by the planner, runner=estimate)" if predicted else ""
         console.print(f"[bold]best[/bold] trial {b.number}: {values}{said}{front}{knobs}\n"
                       f"  -> {sweep_dir / BEST_YAML}" + (f", {sweep_dir / BEST_LAUNCH}" if verl else ""), soft_wrap=True, highlight=False)
     else:
