@@ -83,12 +83,10 @@ def role_for(inp: PlanInputs, shape: Shape) -> Role:
 
 
 def _fixed_gb(inp: PlanInputs, role: Role, c: Constants, *, update: bool) -> float:
-    from verlsweep.plan.trainer_memory import analytic_work, states
+    from verlsweep.plan.trainer_memory import analytic_work, states_on_device
 
-    s = states(role)
-    on_device = 0.0 if role.offload_policy else s["params"] + (
-        (s["grads"] + s["optimizer"]) if update and role.trains else 0.0)
-    return on_device + analytic_work(inp, role, 0.0, c, update=update)["gathered"]
+    return (sum(states_on_device(role, update=update).values())
+            + analytic_work(inp, role, 0.0, c, update=update)["gathered"])
 
 
 def group_inputs(groups: Iterable[str] | None = None) -> dict[str, PlanInputs]:

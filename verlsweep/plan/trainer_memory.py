@@ -120,19 +120,25 @@ def pass_memory(inp: PlanInputs, role: Role, lengths: Lengths, c: Constants, *, 
     return pass_memory_at(inp, role, micro_tokens(inp, role, lengths, update=update), c, update=update)
 
 
-def pass_memory_at(inp: PlanInputs, role: Role, tokens: float, c: Constants, *, update: bool) -> dict[str, float]:
-    """pass_memory for a micro batch of `tokens` per device. A training pass peaks either in backward
-    (states + gathered units + activations + logits) or in the optimizer step, where torch's foreach
-    Adam allocates a param-sized temporary (torch/optim/adam.py _multi_tensor_adam: the denominator of
-    sqrt(v) + eps)."""
+def states_on_device(role: Role, *, update: bool) -> dict[str, float]:
+    """A role's params / grads / Adam moments on the device during its pass, GiB."""
     s = states(role)
-    on_device = {
+    return {
         "params": 0.0 if role.offload_policy else s["params"],
         "grads": 0.0 if (role.offload_policy or not update) else s["grads"],
         # the optimizer comes back for the update; otherwise it stays wherever it lives
         "optimizer": 0.0 if role.offload_policy or not role.trains else
         (s["optimizer"] if update or not role.optimizer_offload else 0.0),
     }
+
+
+def pass_memory_at(inp: PlanInputs, role: Role, tokens: float, c: Constants, *, update: bool) -> dict[str, float]:
+    """pass_memory for a micro batch of `tokens` per device. A training pass peaks either in backward
+    (states + gathered units + activations + logits) or in the optimizer step, where torch's foreach
+    Adam allocates a param-sized temporary (torch/optim/adam.py _multi_tensor_adam: the denominator of
+    sqrt(v) + eps)."""
+    s = states(role)
+    on_device = states_on_device(role, update=update)
     work = analytic_work(inp, role, tokens, c, update=update)
     step = s["grads"] if update and not role.offload_policy else 0.0   # Adam's temporary: one grads-sized tensor
     traced = traced_terms.pass_terms(inp, role, tokens, update=update)
