@@ -53,7 +53,7 @@ class Shape:
         return f"{self.phase}{ckpt} {self.tokens}"
 
 
-# 4 passes x 8 groups = 32 traces, ~8 min cold on two shared CPU cores (docs/benchmarks.md). Token
+# 4 passes x 8 groups = 32 traces, ~9 min cold on two shared CPU cores (docs/benchmarks.md). Token
 # counts are powers of two, so they are points of traced_terms.grid_tokens and the planner's own
 # traces of the same shapes hit the cache.
 SHAPES = (Shape("actor_update", 4096, grad_ckpt=True), Shape("actor_update", 2048, grad_ckpt=False),
