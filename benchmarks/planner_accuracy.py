@@ -13,7 +13,9 @@ For the known points of verlsweep/plan/calibration.yaml:
   "cache" when the disk cache had them. The published number is actor/perf/max_memory_allocated_gb:
   torch's allocated bytes, which is what both predictions are (no caching-allocator overhead).
 Then the time of a full util x TP x offload table for one hardware x model.
-The fit and the first three tables plan with the analytic formula, whose constants the fit sets.
+The fit and the first three tables plan with the analytic formula, whose constants the fit sets; its
+memory constants are fitted to traces instead (`python -m verlsweep.plan refit --traces`,
+verlsweep/plan/trace_fit.py), so no published peak is in their fit.
 
     python benchmarks/planner_accuracy.py [--fit] [--calibration FILE] [--repeats 20] [--groups]
 
@@ -79,7 +81,7 @@ def fitted_numbers(cal: calibration.Calibration) -> list[float]:
             in_errors.append(abs(a / rep - 1))
             loo_errors.append(abs(b / rep - 1))
             print(f"{p.id:34.34s} {kind:10s} {rep:9.2f} {a:9.2f} {_err(a, rep)}  {b:9.2f} {_err(b, rep)}  "
-                  f"{', '.join(informed(cal, (kind,)))}")
+                  f"{', '.join(informed(cal, (kind,))) or 'none (fitted to traces: plan refit --traces)'}")
     print(f"worst error over the {len(in_errors)} fitted numbers: in-sample {max(in_errors):.1%}, "
           f"leave-one-out {max(loo_errors):.1%}")
     return loo_errors
@@ -140,7 +142,9 @@ def traced_peaks(cal: calibration.Calibration) -> None:
         traced, rep = verdict.trainer_peak_gb, float(p.peak_gb)
         errors["analytic"].append(abs(analytic / rep - 1))
         errors["traced"].append(abs(traced / rep - 1))
-        use = "held out" if p.held_out else "fitted" if "memory" in p.fit else "shown"
+        # a memory number no constant is fitted to (they are fitted to traces) measures the formula out of sample
+        use = ("held out" if p.held_out else "fitted" if "memory" in p.fit and informed(cal, ("memory",))
+               else "unfitted")
         how = verdict.trainer if verdict.trainer != "traced" else ("cache" if took < 0.5 else f"{took:.0f} s")
         print(f"{p.id:34.34s} {use:8s} {rep:9.2f} {analytic:9.2f} {_err(analytic, rep)}  {traced:9.2f} "
               f"{_err(traced, rep)}  {how}")
@@ -148,7 +152,7 @@ def traced_peaks(cal: calibration.Calibration) -> None:
         print(f"worst peak error over {len(errors['traced'])} published peaks: analytic "
               f"{max(errors['analytic']):.1%}, traced {max(errors['traced']):.1%}")
         print(f"the veto's band (verlsweep/plan/band.py): trainer terms traced ±{band.TRAINER_ERROR['traced']:.1%}, "
-              f"analytic ±{band.TRAINER_ERROR['analytic']:.1%} (the worst leave-one-out error above); other "
+              f"analytic ±{band.TRAINER_ERROR['analytic']:.1%} (no tighter than its error above or against traces); other "
               f"modelled terms ±{band.ROLLOUT_ERROR:.1%}; counted bytes exact"
               + ("" if max(errors["traced"]) <= band.TRAINER_ERROR["traced"] + 5e-4
                  else "  !! the traced error measured here exceeds its band"))

@@ -6,8 +6,10 @@ The measurements are made by the planner itself with known "true" constants, so 
 """
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from mlflow.entities import Metric
@@ -90,9 +92,22 @@ def test_harvest_rebuilds_each_real_completed_trial_with_its_measured_lengths(ex
     assert sum(s.kind == "device_memory" for s in got.samples) == len(TRIALS)
 
 
+def _logits_bytes_fittable(tmp_path: Path) -> Path:
+    """The packaged calibration with logits_bytes left to the fit, as a user may opt in (the packaged
+    one takes it from traces, verlsweep/plan/trace_fit.py)."""
+    text = calibration.DEFAULT_PATH.read_text()
+    head, tail = text.split("  logits_bytes:\n", 1)
+    tail = re.sub(r"^    fit: false[^\n]*", "    fit: true", tail, count=1, flags=re.M)
+    path = tmp_path / "cal.yaml"
+    path.write_text(head + "  logits_bytes:\n" + tail)
+    assert "logits_bytes" in calibration.load(path).fitted
+    return path
+
+
 @pytest.mark.slow
-def test_refit_recovers_the_constants_the_measurements_came_from(experiment):
-    _, got, result = refit.refit(experiment, EXPERIMENT, with_known_points=False)
+def test_refit_recovers_the_constants_the_measurements_came_from(experiment, tmp_path):
+    _, got, result = refit.refit(experiment, EXPERIMENT, calibration=_logits_bytes_fittable(tmp_path),
+                                 with_known_points=False)
     for name in ("decode_bw_efficiency", "train_mfu", "logits_bytes"):
         assert getattr(result.constants, name) == pytest.approx(getattr(TRUTH, name), rel=0.03), name
     assert result.worst() < 0.01 < result.worst("before")

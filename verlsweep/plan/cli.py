@@ -6,6 +6,7 @@
     python -m verlsweep.plan detect --from-npu-smi npu_smi.txt --host-memory-gb 1024 --name my_a2
     python -m verlsweep.plan detect --torch --name my_gpu
     python -m verlsweep.plan refit --tracking-uri sqlite:///mlflow.db --experiment my_study --out cal.yaml
+    python -m verlsweep.plan refit --traces --write                # the analytic trainer formula to traces
 
 Overrides are the sweep's own (Hydra syntax against conf/sweep.yaml), so the table plans exactly what
 `python sweep.py <same overrides>` would launch.
@@ -41,7 +42,9 @@ def _table_parser() -> argparse.ArgumentParser:
         epilog="other commands (each with its own --help):\n"
                "  python -m verlsweep.plan detect --name NAME   write conf/hardware/NAME.yaml for this node's devices\n"
                "  python -m verlsweep.plan refit --tracking-uri URI --experiment NAME --out cal.yaml\n"
-               "                                                fit the planner's constants to measured trials")
+               "                                                fit the planner's constants to measured trials\n"
+               "  python -m verlsweep.plan refit --traces [--write | --out cal.yaml]\n"
+               "                                                fit the analytic trainer formula to traces")
     p.add_argument("overrides", nargs="*", help="sweep overrides, e.g. hardware=a2_64g model=qwen3_8b algorithm=remax")
     p.add_argument("--util", type=_floats, default=None, help="gpu_memory_utilization values, comma separated")
     p.add_argument("--tp", type=_ints, default=None, help="rollout TP sizes (default: every valid one)")
@@ -148,8 +151,43 @@ def _host_memory(args: argparse.Namespace, detect) -> tuple[float, str]:
     return gb, f"host_memory_gb: {gb:g} from recorded `free -g` output {path.name}"
 
 
+def cmd_refit_traces(argv: list[str]) -> int:
+    from verlsweep.plan import calibration, trace_fit
+
+    p = argparse.ArgumentParser(prog="python -m verlsweep.plan refit --traces",
+                                description="Fit the analytic trainer formula's constants to traces of every "
+                                            "conf/model group over a grid of passes (verlsweep/plan/trace_fit.py).")
+    p.add_argument("--calibration", type=Path, help="start from this file (default: the packaged one)")
+    p.add_argument("--groups", default="", help="model groups, comma separated (default: every conf/model group)")
+    p.add_argument("--out", type=Path, help="copy the calibration here with the fitted constants")
+    p.add_argument("--write", action="store_true", help="write the fitted constants into the calibration itself")
+    args = p.parse_args(argv)
+    cal = calibration.load(args.calibration)
+    start = time.perf_counter()
+    samples = trace_fit.trace_grid(cal, [g for g in args.groups.split(",") if g] or None)
+    traced_s = time.perf_counter() - start
+    fitted = trace_fit.fit_constants(cal, samples)
+    print(f"grid: {len(samples)} traces of {len(trace_fit.by_group(samples))} model groups in {traced_s:.0f} s "
+          f"({sum(not s.cached for s in samples)} traced, {sum(s.cached for s in samples)} from the cache)")
+    for name in trace_fit.FITTED:
+        print(f"  {name}: {getattr(cal.constants, name):.4g} -> {getattr(fitted, name):.4g}")
+    trace_fit.report(cal, samples, fitted)
+    target = args.out or (cal.path if args.write else None)
+    if target is not None:
+        if args.out:
+            args.out.write_text(Path(cal.path).read_text())
+        note = (f"python -m verlsweep.plan refit --traces, {len(samples)} passes of "
+                f"{len(trace_fit.by_group(samples))} model groups (docs/benchmarks.md#planner-accuracy)")
+        trace_fit.write_constants(Path(target), fitted, note)
+        print(f"wrote {target}")
+    return 0
+
+
 def cmd_refit(argv: list[str]) -> int:
     from verlsweep.plan import refit
+
+    if "--traces" in argv:
+        return cmd_refit_traces([a for a in argv if a != "--traces"])
 
     p = argparse.ArgumentParser(prog="python -m verlsweep.plan refit",
                                 description="Fit the planner's constants to an MLflow experiment's trials.")

@@ -40,7 +40,7 @@ def grid_tokens(tokens: float) -> int:
     return math.ceil(t / step) * step
 
 
-def _entropy_mode(role: Role, *, update: bool) -> str:
+def entropy_mode(role: Role, *, update: bool) -> str:
     # the old log-prob computes entropy unless LoRA, the ref never (verl/workers/fsdp_workers.py
     # compute_log_prob `calculate_entropy = not is_lora`, compute_ref_log_prob `calculate_entropy=False`);
     # the update only when the loss uses it (entropy_coeff / calculate_entropy)
@@ -70,6 +70,15 @@ def source(inp: PlanInputs) -> str:
     return f"analytic (the trace failed: {why})" if why else "traced"
 
 
+def pass_spec(role: Role, tokens: int, *, update: bool):
+    """What the tracer runs for one micro batch of `tokens` of this role's pass (a trainer_trace.PassSpec)."""
+    from verlsweep.plan import trainer_trace
+
+    return trainer_trace.PassSpec(tokens=tokens, update=update, grad_ckpt=role.grad_ckpt and update,
+                                  vocab_head=role.vocab_head, entropy=entropy_mode(role, update=update),
+                                  entropy_chunk=role.entropy_chunk or 2048)
+
+
 def pass_terms(inp: PlanInputs, role: Role, tokens: float, *, update: bool) -> TracedTerms | None:
     """Traced terms of one role's pass, or None when the planner keeps its analytic formula."""
     if not wanted(inp) or inp.model.hf_config in _FAILED:
@@ -78,9 +87,7 @@ def pass_terms(inp: PlanInputs, role: Role, tokens: float, *, update: bool) -> T
 
     config = json.loads(inp.model.hf_config)
     traced_tokens = grid_tokens(tokens)
-    spec = trainer_trace.PassSpec(tokens=traced_tokens, update=update, grad_ckpt=role.grad_ckpt and update,
-                                  vocab_head=role.vocab_head, entropy=_entropy_mode(role, update=update),
-                                  entropy_chunk=role.entropy_chunk or 2048)
+    spec = pass_spec(role, traced_tokens, update=update)
     value_head = not role.vocab_head
     try:
         key = ("pass", inp.model.hf_config, spec)

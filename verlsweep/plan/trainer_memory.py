@@ -89,33 +89,57 @@ def _logits(inp: PlanInputs, role: Role, tokens: float, c: Constants, *, backwar
     v = inp.model.vocab_size
     per = c.logits_bytes if backward else c.forward_logits_bytes
     out = tokens * v * per
-    entropy = role.entropy_in_update if backward else True   # old log-prob always computes entropy
-    if entropy and not role.entropy_checkpointing:
-        # verl/utils/torch_functional.py: entropy_from_logits makes a softmax and a product in the
-        # logits' dtype (bf16); the chunked variant does the same in fp32 for one chunk at a time
-        out += min(tokens, role.entropy_chunk) * v * 12 if role.entropy_chunking else tokens * v * 4
+    # which passes compute entropy, and how: the tracer's rule (the old log-prob yes, the ref never)
+    entropy = traced_terms.entropy_mode(role, update=backward)
+    # verl/utils/torch_functional.py: entropy_from_logits makes a softmax and a product in the
+    # logits' dtype (bf16); the chunked variant does the same in fp32 for one chunk at a time
+    if entropy == "chunked":
+        out += min(tokens, role.entropy_chunk) * v * 12
+    elif entropy == "full":
+        out += tokens * v * 4
     return _gib(out)
+
+
+def analytic_work(inp: PlanInputs, role: Role, tokens: float, c: Constants, *, update: bool) -> dict[str, float]:
+    """The analytic formula's terms of one micro batch of `tokens`, GiB: what FSDP gathers, the
+    activations and the logits (verlsweep.plan.trace_fit fits the last two to traces). A forward under
+    no_grad frees each layer's activations before the head runs, so it peaks at the larger of the two
+    (the trace's peak is in the layers or at the loss, never both); a training pass keeps every saved
+    activation alive while the logits and their gradient are."""
+    act = _activations(inp, role, tokens, c, backward=update)
+    logits = _logits(inp, role, tokens, c, backward=update)
+    work = {"activations": act, "logits": logits}
+    if not update:
+        work = {"logits": logits} if logits >= act else {"activations": act}
+    return {"gathered": _working_set(inp, role, backward=update), **work}
 
 
 def pass_memory(inp: PlanInputs, role: Role, lengths: Lengths, c: Constants, *, update: bool) -> dict[str, float]:
     """Trainer allocations at the peak of one role's forward (update=False) or training pass, GiB
-    per device. A training pass peaks either in backward (states + gathered units + activations +
-    logits) or in the optimizer step, where torch's foreach Adam allocates a param-sized temporary
-    (torch/optim/adam.py _multi_tensor_adam: the denominator of sqrt(v) + eps)."""
+    per device (see pass_memory_at)."""
+    return pass_memory_at(inp, role, micro_tokens(inp, role, lengths, update=update), c, update=update)
+
+
+def states_on_device(role: Role, *, update: bool) -> dict[str, float]:
+    """A role's params / grads / Adam moments on the device during its pass, GiB."""
     s = states(role)
-    tokens = micro_tokens(inp, role, lengths, update=update)
-    on_device = {
+    return {
         "params": 0.0 if role.offload_policy else s["params"],
         "grads": 0.0 if (role.offload_policy or not update) else s["grads"],
         # the optimizer comes back for the update; otherwise it stays wherever it lives
         "optimizer": 0.0 if role.offload_policy or not role.trains else
         (s["optimizer"] if update or not role.optimizer_offload else 0.0),
     }
-    work = {
-        "gathered": _working_set(inp, role, backward=update),
-        "activations": _activations(inp, role, tokens, c, backward=update),
-        "logits": _logits(inp, role, tokens, c, backward=update),
-    }
+
+
+def pass_memory_at(inp: PlanInputs, role: Role, tokens: float, c: Constants, *, update: bool) -> dict[str, float]:
+    """pass_memory for a micro batch of `tokens` per device. A training pass peaks either in backward
+    (states + gathered units + activations + logits) or in the optimizer step, where torch's foreach
+    Adam allocates a param-sized temporary (torch/optim/adam.py _multi_tensor_adam: the denominator of
+    sqrt(v) + eps)."""
+    s = states(role)
+    on_device = states_on_device(role, update=update)
+    work = analytic_work(inp, role, tokens, c, update=update)
     step = s["grads"] if update and not role.offload_policy else 0.0   # Adam's temporary: one grads-sized tensor
     traced = traced_terms.pass_terms(inp, role, tokens, update=update)
     if traced is not None:      # plan.trainer=traced: the model code's own activations, logits, step
