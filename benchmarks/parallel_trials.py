@@ -23,6 +23,11 @@ held (slots x wall); device-hours held until a config within 3% of the landscape
 not within N trials); trials lost (not finished) or started twice over all runs.
 
     python benchmarks/parallel_trials.py [--trials 40] [--slots 8] [--seeds 5]
+
+The same sweep on a real Slurm, one job per trial, beside this fake clock for the same landscape, seed,
+trials and slots (benchmarks/parallel_trials_slurm.py; skipped where Slurm is not installed):
+
+    python benchmarks/parallel_trials.py --slurm [--trials 16] [--slots 4] [--seeds 1] [--scale 200]
 """
 from __future__ import annotations
 
@@ -136,6 +141,11 @@ def one_sweep(land: Landscape, seed: int, n_trials: int, slots: int, batch: bool
 
 
 def main() -> None:
+    if "--slurm" in sys.argv[1:]:
+        import parallel_trials_slurm
+
+        parallel_trials_slurm.main(parallel_trials_slurm.parser().parse_args([a for a in sys.argv[1:] if a != "--slurm"]))
+        return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=40)
     parser.add_argument("--slots", type=int, default=8)

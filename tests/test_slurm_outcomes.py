@@ -3,6 +3,9 @@ re-run once by the sweeper, and the `hydra/launcher=slurm` preset takes the allo
 hardware group and the `slurm:` settings. Quick checks; the real-Slurm ones are in tests/e2e/test_slurm_sweep.py."""
 from __future__ import annotations
 
+import threading
+import time
+
 import optuna
 import pytest
 from omegaconf import OmegaConf
@@ -60,3 +63,48 @@ def test_slurm_preset_asks_for_the_hardware_groups_nodes_and_devices_and_the_sit
 def test_a_disabled_runner_timeout_is_refused_for_the_jobs_time_limit():
     with pytest.raises(ValueError, match="runner.timeout"):
         slurm_minutes(0, 15)
+
+
+class _Sacct:
+    """submitit's shared SlurmInfoWatcher as the launcher's wait uses it: counts sacct calls; `ended`: the
+    job ids its last sacct showed ended."""
+
+    def __init__(self, ended: tuple[str, ...] = ()) -> None:
+        self.calls, self.ended = 0, ended
+
+    def register_job(self, job_id: str) -> None:
+        pass
+
+    def update(self) -> None:
+        self.calls += 1
+
+    def is_done(self, job_id: str, mode: str = "standard") -> bool:
+        assert mode == "cache"          # only the launcher's own polls call sacct
+        return job_id in self.ended
+
+
+def _wait_s(jobs: list) -> float:
+    from hydra_plugins.verlsweep_launcher.slurm_launcher import VerlSweepSlurmLauncher
+
+    launcher = VerlSweepSlurmLauncher.__new__(VerlSweepSlurmLauncher)   # _wait reads only its poll intervals
+    started = time.monotonic()
+    launcher._wait(jobs)
+    return time.monotonic() - started
+
+
+def test_a_trial_job_that_wrote_its_result_is_seen_ended_well_before_the_next_sacct_poll(tmp_path, monkeypatch):
+    import submitit
+
+    sacct = _Sacct()
+    monkeypatch.setattr(submitit.SlurmJob, "watcher", sacct)
+    job = submitit.SlurmJob(folder=tmp_path, job_id="7")
+    threading.Timer(0.3, job.paths.result_pickle.write_bytes, args=(b"",)).start()
+    assert _wait_s([job]) < 2.0         # sacct is polled every 5 s: an async sweep refills the slot sooner
+    assert sacct.calls <= 1
+
+
+def test_a_trial_job_without_a_result_ends_the_wait_when_sacct_says_it_ended(tmp_path, monkeypatch):
+    import submitit
+
+    monkeypatch.setattr(submitit.SlurmJob, "watcher", _Sacct(ended=("8",)))
+    assert _wait_s([submitit.SlurmJob(folder=tmp_path, job_id="8")]) < 2.0     # killed before it wrote one

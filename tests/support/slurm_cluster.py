@@ -60,6 +60,9 @@ def _ok(argv: list[str], env: dict[str, str] | None = None, input: bytes | None 
 @dataclass
 class SlurmCluster:
     root: Path
+    # jobs that may share one core (the partition's OverSubscribe=FORCE:n): benchmarks/parallel_trials_slurm.py
+    # runs more one-CPU trial jobs at once than this machine has cores (they sleep)
+    oversubscribe: int = 1
     pid_files: list[Path] = field(default_factory=list)
     munged_pid: int | None = None
 
@@ -139,6 +142,7 @@ class SlurmCluster:
         host = socket.gethostname().split(".")[0]
         r = self.root
         mem_mb = int(_free_mb() * 0.8)
+        shared = f" OverSubscribe=FORCE:{self.oversubscribe}" if self.oversubscribe > 1 else ""
         self.conf.write_text(f"""\
 ClusterName={CLUSTER}
 SlurmctldHost={host}(127.0.0.1)
@@ -166,7 +170,7 @@ ReturnToService=2
 KillWait={KILL_WAIT_S}
 SchedulerParameters=sched_interval=2
 NodeName={host} NodeAddr=127.0.0.1 CPUs={os.cpu_count()} RealMemory={mem_mb} State=UNKNOWN
-PartitionName={PARTITION} Nodes={host} Default=YES MaxTime=INFINITE State=UP
+PartitionName={PARTITION} Nodes={host} Default=YES MaxTime=INFINITE State=UP{shared}
 """)
         dbd = r / "slurmdbd.conf"         # slurmdbd reads the file next to $SLURM_CONF
         dbd.write_text(f"""\
