@@ -83,7 +83,7 @@ def throughput_landscape(name: str, overrides: list[str], seed: int, tok_error: 
 def _build(name: str, overrides: list[str], seed: int, tok_error: float, mem_error: float) -> Landscape:
     from verlsweep.command.compose import compose_config
     from verlsweep.command.rules import check_rules
-    from verlsweep.plan import load_calibration, plan
+    from verlsweep.plan import load_calibration
     from verlsweep.plan.inputs import from_cfg
 
     msp = memory_space()
@@ -135,14 +135,6 @@ def _build(name: str, overrides: list[str], seed: int, tok_error: float, mem_err
     land.note = (f"{note}; from memory best {start}; recipe at {near:.0%} of the best; "
                  f"{len(refused)} of {len(params_list)} configs refused by the rules")
     return land
-
-
-def best_configs(land: Landscape) -> list[dict[str, object]]:
-    """The configs within 3% of the best (search_methods.TARGET) by the hidden truth."""
-    from search_methods import TARGET
-
-    return [dict(zip(land.knobs, k)) for k, t in land.truth.items()
-            if t.tok_s is not None and t.tok_s >= TARGET * land.best]
 
 
 def _check(land: Landscape) -> None:
