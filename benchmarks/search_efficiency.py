@@ -77,7 +77,7 @@ from hydra_plugins.verlsweep_sweeper.config import GuideConfig  # noqa: E402
 import search_methods  # noqa: E402
 from search_landscapes import (HAND_WRITTEN, PLANNER_BASES, STEPS, WORLD, Landscape, all_configs,  # noqa: E402
                                hand_written, planner_landscape, space)
-from search_methods import METHODS, TARGET, Run, guide_predictions, run_method  # noqa: E402
+from search_methods import METHODS, Run, guide_predictions, run_method  # noqa: E402
 
 # the race's landscapes, set before its workers fork (a throughput landscape is too big to pickle per job)
 _LANDS: dict[str, Landscape] = {}
@@ -117,6 +117,8 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--top-k", type=int, default=GuideConfig().top_k, help="hydra.sweeper.guide.top_k")
     parser.add_argument("--draws", type=int, default=GuideConfig().draws, help="hydra.sweeper.guide.draws")
     parser.add_argument("--startup-s", type=float, default=search_methods.STARTUP_S)
+    parser.add_argument("--target", type=float, default=search_methods.TARGET,
+                        help="done at a measured config this close to the best (0.97: within 3%%)")
     parser.add_argument("--methods", nargs="*", default=list(METHODS))
     parser.add_argument("--landscapes", nargs="*", default=None, help="names (default: all)")
     parser.add_argument("--workers", type=int, default=2)
@@ -173,7 +175,7 @@ def _print_landscape(land: Landscape, runs: dict[tuple[str, str], list[Run]], ar
     """One landscape's rows, a method a row; returns each method's median device-hours and mean OOMs."""
     values = list(land.truth.values())
     oom = sum(t.tok_s is None for t in values) / len(values)
-    near = sum(t.tok_s is not None and t.tok_s >= TARGET * land.best for t in values)
+    near = sum(t.tok_s is not None and t.tok_s >= search_methods.TARGET * land.best for t in values)
     medians, oom_means = {}, {}
     for i, method in enumerate(args.methods):
         rs = runs[(land.name, method)]
@@ -224,7 +226,7 @@ def lost_by_veto(land: Landscape) -> dict[str, object] | None:
         return None
     from verlsweep.plan import band, traced_terms
 
-    near = TARGET * land.best
+    near = search_methods.TARGET * land.best
     error = band.trainer_error(traced_terms.source(land.guide.inputs[0]))
 
     def lost(vetoed) -> tuple[int, int, int]:
@@ -258,12 +260,13 @@ def _print_lost(lands: list[Landscape]) -> None:
 def main() -> None:
     args = _arguments()
     search_methods.STARTUP_S = args.startup_s        # read by cost_dh, in the forked workers too
+    search_methods.TARGET = args.target              # read by run_method, in the forked workers too
     tic = time.perf_counter()
     n_configs, lands, runs = _race(args)
 
     print(f"{'throughput space (sweeps/throughput.yaml, chained from the memory best): ' if args.space == 'throughput' else ''}"
           f"search space {n_configs} configs; budget {args.budget:g} device-hours per sweep; {args.seeds} seeds; "
-          f"target: a measured config within 3% of the best feasible tok/s; start-up {args.startup_s:g} s, "
+          f"target: a measured config within {(1 - args.target) * 100:g}% of the best feasible tok/s; start-up {args.startup_s:g} s, "
           f"{STEPS} steps, {WORLD} devices; guide top_k {args.top_k}, draws {args.draws}")
     head = (f"{'landscape':22} {'OOM':>4} {'near':>4} | {'method':13} {'median dh':>9} {'p90 dh':>8} "
             f"{'reached':>7} {'launched':>8} {'OOMs':>5} {'reused':>6} {'vetoed':>6}"
