@@ -245,7 +245,7 @@ def _print_lost(lands: list[Landscape]) -> None:
     if not rows:
         return
     print("\nthe planner's veto against the hidden truth (configs of the space; lost: vetoed but fits; near: "
-          "within 3% of the best; edge probes: inside the band, launched when proposed):")
+          f"within {(1 - search_methods.TARGET) * 100:g}% of the best; edge probes: inside the band, launched when proposed):")
     head = (f"{'landscape':22} {'memory':>7} {'band':>6} {'in band':>7} | {'vetoed':>6} {'lost':>5} {'near':>5} | "
             f"{'edge probes':>11} {'fit':>4} | {'no band: vetoed':>15} {'lost':>5} {'near':>5}")
     print(head)
