@@ -43,6 +43,13 @@ Baselines have no planner, no reuse and no pruner: what a plain Optuna/Hydra swe
 
     python benchmarks/search_efficiency.py [--seeds 10] [--budget 60] [--workers 2]
         [--top-k 3] [--draws 32] [--methods verlsweep tpe+guide random ...] [--landscapes "TP plateaus" ...]
+        [--space throughput]
+
+--space throughput races the same methods, budget and cost model on the planner landscapes over the
+throughput space instead (sweeps/throughput.yaml, chained from each memory landscape's best config;
+benchmarks/throughput_landscapes.py). There a config the trial rules refuse costs nothing: our sweeper
+tells it as it really does (config_error, a failure: max_consecutive_failures of them in a row stop
+it), a baseline as it tells an OOM. Two more columns: refused proposals and sweeps stopped.
 
 Modules: benchmarks/search_landscapes.py (the space and the landscapes), benchmarks/search_methods.py
 (the methods and one sweep of each, with the cost model); this one races them and prints the table.
@@ -70,7 +77,10 @@ from hydra_plugins.verlsweep_sweeper.config import GuideConfig  # noqa: E402
 import search_methods  # noqa: E402
 from search_landscapes import (HAND_WRITTEN, PLANNER_BASES, STEPS, WORLD, Landscape, all_configs,  # noqa: E402
                                hand_written, planner_landscape, space)
-from search_methods import METHODS, TARGET, Run, run_method  # noqa: E402
+from search_methods import METHODS, Run, guide_predictions, run_method  # noqa: E402
+
+# the race's landscapes, set before its workers fork (a throughput landscape is too big to pickle per job)
+_LANDS: dict[str, Landscape] = {}
 
 
 def _job(args: tuple) -> tuple[str, str, int, Run]:
@@ -79,9 +89,20 @@ def _job(args: tuple) -> tuple[str, str, int, Run]:
     # GPSampler's torch would start a thread per core in every worker: on a shared machine that
     # multiplies its run time many times over
     torch.set_num_threads(1)
-    land, method, seed, budget, top_k, draws = args
+    name, method, seed, budget, top_k, draws = args
     with quiet_optuna():
-        return land.name, method, seed, run_method(method, land, seed, budget, top_k, draws)
+        return name, method, seed, run_method(method, _LANDS[name], seed, budget, top_k, draws)
+
+
+def _guide_job(args: tuple) -> tuple[tuple[str, int], list]:
+    name, seed, draws = args
+    return (name, seed), guide_predictions(_LANDS[name], seed, draws)
+
+
+def _throughput_job(args: tuple) -> Landscape:
+    from throughput_landscapes import throughput_landscape
+
+    return throughput_landscape(*args)
 
 
 def _p90(xs: list[float]) -> float:
@@ -96,6 +117,8 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--top-k", type=int, default=GuideConfig().top_k, help="hydra.sweeper.guide.top_k")
     parser.add_argument("--draws", type=int, default=GuideConfig().draws, help="hydra.sweeper.guide.draws")
     parser.add_argument("--startup-s", type=float, default=search_methods.STARTUP_S)
+    parser.add_argument("--target", type=float, default=search_methods.TARGET,
+                        help="done at a measured config this close to the best (0.97: within 3%%)")
     parser.add_argument("--methods", nargs="*", default=list(METHODS))
     parser.add_argument("--landscapes", nargs="*", default=None, help="names (default: all)")
     parser.add_argument("--workers", type=int, default=2)
@@ -105,28 +128,46 @@ def _arguments() -> argparse.Namespace:
                         help="planner landscapes: each throughput constant x U(1-e, 1+e)")
     parser.add_argument("--hidden-memory-error", type=float, default=0.1,
                         help="planner landscapes: predicted GiB x U(1-e, 1+e)")
+    parser.add_argument("--space", choices=("rollout_memory", "throughput"), default="rollout_memory",
+                        help="throughput: the planner landscapes over sweeps/throughput.yaml (chained)")
     return parser.parse_args()
 
 
 def _race(args: argparse.Namespace) -> tuple[int, list[Landscape], dict[tuple[str, str], list[Run]]]:
     """Every method on every landscape over the seeds (grid once: it has no seed): the number of
     configs, the landscapes and each (landscape, method)'s runs."""
-    sp = space()
-    configs = all_configs(sp)
-    lands = [hand_written(n, f, configs) for n, f in HAND_WRITTEN.items()]
-    lands += [planner_landscape(n, o, s, sp, configs, args.hidden_error, args.hidden_memory_error)
-              for n, (o, s) in PLANNER_BASES.items()]
-    if args.landscapes:
-        lands = [land for land in lands if land.name in args.landscapes]
-    jobs = [(land, m, s, args.budget, args.top_k, args.draws) for land in lands for m in args.methods
-            for s in (range(1) if m == "grid" else range(args.seeds))]
     ctx = multiprocessing.get_context("fork")
+    if args.space == "throughput":
+        bases = [(n, o, s, args.hidden_error, args.hidden_memory_error) for n, (o, s) in PLANNER_BASES.items()
+                 if not args.landscapes or n in args.landscapes]
+        with ctx.Pool(args.workers) as pool:
+            lands = pool.map(_throughput_job, bases, chunksize=1)
+        n_configs = len(lands[0].truth) + len(lands[0].refused) if lands else 0
+    else:
+        sp = space()
+        configs = all_configs(sp)
+        n_configs = len(configs)
+        lands = [hand_written(n, f, configs) for n, f in HAND_WRITTEN.items()]
+        lands += [planner_landscape(n, o, s, sp, configs, args.hidden_error, args.hidden_memory_error)
+                  for n, (o, s) in PLANNER_BASES.items()]
+        if args.landscapes:
+            lands = [land for land in lands if land.name in args.landscapes]
+    _LANDS.clear()
+    _LANDS.update({land.name: land for land in lands})
+    guided = [m for m in args.methods if m in ("verlsweep", "tpe+guide")]
+    if len(guided) > 1:       # both guided methods plan the same draws: once per landscape and seed
+        with ctx.Pool(args.workers) as pool:
+            search_methods.GUIDED.update(pool.map(
+                _guide_job, [(land.name, s, args.draws) for land in lands if land.planner is not None
+                             for s in range(args.seeds)], chunksize=1))
+    jobs = [(land.name, m, s, args.budget, args.top_k, args.draws) for land in lands for m in args.methods
+            for s in (range(1) if m == "grid" else range(args.seeds))]
     with ctx.Pool(args.workers) as pool:
         done = pool.map(_job, jobs, chunksize=1)
     runs: dict[tuple[str, str], list[Run]] = {}
     for name, method, _seed, run in done:
         runs.setdefault((name, method), []).append(run)
-    return len(configs), lands, runs
+    return n_configs, lands, runs
 
 
 def _print_landscape(land: Landscape, runs: dict[tuple[str, str], list[Run]], args: argparse.Namespace
@@ -134,7 +175,7 @@ def _print_landscape(land: Landscape, runs: dict[tuple[str, str], list[Run]], ar
     """One landscape's rows, a method a row; returns each method's median device-hours and mean OOMs."""
     values = list(land.truth.values())
     oom = sum(t.tok_s is None for t in values) / len(values)
-    near = sum(t.tok_s is not None and t.tok_s >= TARGET * land.best for t in values)
+    near = sum(t.tok_s is not None and t.tok_s >= search_methods.TARGET * land.best for t in values)
     medians, oom_means = {}, {}
     for i, method in enumerate(args.methods):
         rs = runs[(land.name, method)]
@@ -151,7 +192,9 @@ def _print_landscape(land: Landscape, runs: dict[tuple[str, str], list[Run]], ar
               f"{('>' if missing_p90 else '') + f'{_p90(hours):.1f}':>8} {reached:>3}/{len(rs):<3} "
               f"{statistics.mean(r.launched for r in rs):8.1f} {statistics.mean(r.ooms for r in rs):5.1f} "
               f"{statistics.mean(r.reused for r in rs):6.1f} "
-              f"{statistics.mean(r.vetoed for r in rs):6.1f}")
+              f"{statistics.mean(r.vetoed for r in rs):6.1f}"
+              + (f" {statistics.mean(r.refused for r in rs):7.1f} {sum(r.stopped for r in rs):>7}"
+                 if args.space == "throughput" else ""))
     if land.note:
         print(f"{'':22} {'':>4} {'':>4} | hidden errors: {land.note}")
     return medians, oom_means
@@ -183,7 +226,7 @@ def lost_by_veto(land: Landscape) -> dict[str, object] | None:
         return None
     from verlsweep.plan import band, traced_terms
 
-    near = TARGET * land.best
+    near = search_methods.TARGET * land.best
     error = band.trainer_error(traced_terms.source(land.guide.inputs[0]))
 
     def lost(vetoed) -> tuple[int, int, int]:
@@ -191,7 +234,7 @@ def lost_by_veto(land: Landscape) -> dict[str, object] | None:
         fit = [t for t in out if t.tok_s is not None]
         return len(out), len(fit), sum(t.tok_s >= near for t in fit)
 
-    edge = [land.truth[k] for k, p in land.planner.items() if p.status == "edge"]
+    edge = [land.truth[k] for k, p in land.planner.items() if p.status == "edge" and k in land.truth]
     return {"memory": land.mem_factor, "band": error, "in_band": land.mem_factor >= 1 - error,
             "with": lost(lambda p: p.vetoed), "without": lost(lambda p: not p.feasible),
             "edge": (len(edge), sum(t.tok_s is not None for t in edge))}
@@ -202,7 +245,7 @@ def _print_lost(lands: list[Landscape]) -> None:
     if not rows:
         return
     print("\nthe planner's veto against the hidden truth (configs of the space; lost: vetoed but fits; near: "
-          "within 3% of the best; edge probes: inside the band, launched when proposed):")
+          f"within {(1 - search_methods.TARGET) * 100:g}% of the best; edge probes: inside the band, launched when proposed):")
     head = (f"{'landscape':22} {'memory':>7} {'band':>6} {'in band':>7} | {'vetoed':>6} {'lost':>5} {'near':>5} | "
             f"{'edge probes':>11} {'fit':>4} | {'no band: vetoed':>15} {'lost':>5} {'near':>5}")
     print(head)
@@ -217,14 +260,17 @@ def _print_lost(lands: list[Landscape]) -> None:
 def main() -> None:
     args = _arguments()
     search_methods.STARTUP_S = args.startup_s        # read by cost_dh, in the forked workers too
+    search_methods.TARGET = args.target              # read by run_method, in the forked workers too
     tic = time.perf_counter()
     n_configs, lands, runs = _race(args)
 
-    print(f"search space {n_configs} configs; budget {args.budget:g} device-hours per sweep; {args.seeds} seeds; "
-          f"target: a measured config within 3% of the best feasible tok/s; start-up {args.startup_s:g} s, "
+    print(f"{'throughput space (sweeps/throughput.yaml, chained from the memory best): ' if args.space == 'throughput' else ''}"
+          f"search space {n_configs} configs; budget {args.budget:g} device-hours per sweep; {args.seeds} seeds; "
+          f"target: a measured config within {(1 - args.target) * 100:g}% of the best feasible tok/s; start-up {args.startup_s:g} s, "
           f"{STEPS} steps, {WORLD} devices; guide top_k {args.top_k}, draws {args.draws}")
     head = (f"{'landscape':22} {'OOM':>4} {'near':>4} | {'method':13} {'median dh':>9} {'p90 dh':>8} "
-            f"{'reached':>7} {'launched':>8} {'OOMs':>5} {'reused':>6} {'vetoed':>6}")
+            f"{'reached':>7} {'launched':>8} {'OOMs':>5} {'reused':>6} {'vetoed':>6}"
+            + (f" {'refused':>7} {'stopped':>7}" if args.space == "throughput" else ""))
     print(head)
     print("-" * len(head))
     verdicts = []

@@ -10,7 +10,7 @@ import json
 import math
 import random
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -63,10 +63,23 @@ class Landscape:
     note: str = ""
     guide: _guide.Planned | None = None  # what our sweeper's planner guide predicts from
     mem_factor: float | None = None      # planner landscapes: the hidden factor on every predicted GiB
+    # the space (sweep param lines), its params in key order and the recipe's config (trial 0); other
+    # spaces than this module's are benchmarks/throughput_landscapes.py's
+    space_lines: tuple[str, ...] = tuple(SPACE_LINES)
+    knobs: tuple[str, ...] = KNOBS
+    recipe: dict = field(default_factory=lambda: dict(RECIPE))
+    # configs the trial rules refuse before launch (verlsweep.command.rules.check_rules): not in `truth`
+    refused: frozenset = frozenset()
 
     @property
     def best(self) -> float:
         return max(t.tok_s for t in self.truth.values() if t.tok_s is not None)
+
+    def key(self, params: dict) -> tuple:
+        return tuple(params[n] for n in self.knobs)
+
+    def space(self) -> _space.SearchSpace:
+        return _space.parse(list(self.space_lines), OverridesParser.create())
 
 
 # Each landscape returns (tok/s or None for an OOM, the OOM's phase): vllm_start / kv_cache before the
@@ -182,7 +195,7 @@ def hand_written(name: str, f: Callable, configs: list[dict]) -> Landscape:
 # the planner's checks (verlsweep.plan.memory.ORDER) -> the phase an OOM there shows
 # (common.result.PLAN_CHECK_PHASES); host memory has none (more offloads use more host RAM: the rules
 # say nothing about it)
-def _true_verdict(inp, cal, mem_factor: float) -> Truth:
+def true_verdict(inp, cal, mem_factor: float) -> Truth:
     """The hidden truth of one config: the perturbed constants' plan, every predicted GiB x mem_factor."""
     from verlsweep.plan import plan
     from verlsweep.plan.memory import ORDER
@@ -198,6 +211,18 @@ def _true_verdict(inp, cal, mem_factor: float) -> Truth:
     return Truth(v.tok_s, None, v.step_s)
 
 
+def hidden_errors(cal, seed: int, tok_error: float, mem_error: float) -> tuple[object, float, str]:
+    """A planner landscape's hidden calibration (every throughput constant x U(1-tok_error, 1+tok_error)),
+    its factor on every predicted GiB (U(1-mem_error, 1+mem_error)), both drawn from `seed`, and a note."""
+    rng = random.Random(seed)
+    errors = {n: rng.uniform(1 - tok_error, 1 + tok_error) for n in THROUGHPUT_CONSTANTS}
+    mem_factor = rng.uniform(1 - mem_error, 1 + mem_error)
+    hidden = replace(cal, constants=replace(cal.constants, **{n: getattr(cal.constants, n) * f
+                                                              for n, f in errors.items()}))
+    worst = max(errors.items(), key=lambda kv: abs(kv[1] - 1))
+    return hidden, mem_factor, f"memory x{mem_factor:.3f}, largest throughput error {worst[0]} x{worst[1]:.2f}"
+
+
 def planner_landscape(name: str, overrides: list[str], seed: int, sp: _space.SearchSpace,
                       configs: list[dict], tok_error: float = 0.2, mem_error: float = 0.1) -> Landscape:
     from verlsweep.command.compose import compose_config
@@ -206,19 +231,13 @@ def planner_landscape(name: str, overrides: list[str], seed: int, sp: _space.Sea
 
     cfg = compose_config(overrides)
     cal = load_calibration(cfg)
-    rng = random.Random(seed)
-    errors = {n: rng.uniform(1 - tok_error, 1 + tok_error) for n in THROUGHPUT_CONSTANTS}
-    mem_factor = rng.uniform(1 - mem_error, 1 + mem_error)
-    hidden = replace(cal, constants=replace(cal.constants, **{n: getattr(cal.constants, n) * f
-                                                              for n, f in errors.items()}))
+    hidden, mem_factor, note = hidden_errors(cal, seed, tok_error, mem_error)
     guide = _guide.plan_inputs(cfg, sp, configs)                  # what our sweeper sees
     predictions = _guide.predict(guide)
     truth = {}
     for p in configs:
         for n, value in p.items():
             OmegaConf.update(cfg, n, value, force_add=True)
-        truth[key(p)] = _true_verdict(from_cfg(cfg), hidden, mem_factor)
-    worst = max(errors.items(), key=lambda kv: abs(kv[1] - 1))
-    note = f"memory x{mem_factor:.3f}, largest throughput error {worst[0]} x{worst[1]:.2f}"
+        truth[key(p)] = true_verdict(from_cfg(cfg), hidden, mem_factor)
     return Landscape(name, truth, {key(pr.params): pr for pr in predictions}, note, guide, mem_factor)
 

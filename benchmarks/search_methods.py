@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import statistics
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -19,13 +19,13 @@ from verlsweep.record import results as _results  # noqa: E402
 from verlsweep.record.budget import quiet_optuna  # noqa: E402
 from verlsweep.study import create as _study, guide as _guide, reuse as _reuse, space as _space  # noqa: E402
 from hydra_plugins.verlsweep_sweeper.config import (BoundarySamplerConfig, GuideConfig, MedianPrunerConfig,  # noqa: E402
-                                                    TPESamplerConfig)
+                                                    TPESamplerConfig, VerlSweepSweeperConf)
 from verlsweep.common.names import RULED_OUT_ATTR  # noqa: E402
 from verlsweep.common.result import TrialResult  # noqa: E402
 from verlsweep.infer.evidence import proof_of_failure  # noqa: E402
 from verlsweep.study_link import pruner_from_spec  # noqa: E402
 
-from search_landscapes import RECIPE, STEPS, WORLD, Landscape, Truth, all_configs, key, space  # noqa: E402
+from search_landscapes import STEPS, WORLD, Landscape, Truth, all_configs  # noqa: E402
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
 
@@ -35,6 +35,12 @@ TARGET = 0.97                  # of the best feasible tok/s: a sweep is done onc
 # we cite states it; 4 minutes is an assumption for an 8B model on one node (--startup-s changes it).
 STARTUP_S = 240.0
 MAX_ASKS = 200                 # proposals per run (reused and vetoed ones cost no device time)
+# our sweeper stops after this many failed trials in a row (verlsweep/study/failures.py); a config the
+# trial rules refuse is one (outcome config_error, told FAIL: verlsweep/study/loop.py _prepare, task.py)
+MAX_CONSECUTIVE_FAILURES = VerlSweepSweeperConf().max_consecutive_failures
+# the guide's predictions per (landscape name, seed), computed once for both guided methods
+# (search_efficiency.py fills it before the race's workers fork; absent: computed in the run)
+GUIDED: dict[tuple[str, int], list] = {}
 
 
 @dataclass
@@ -44,6 +50,8 @@ class Run:
     reused: int
     vetoed: int
     ooms: int = 0                     # launched trials that OOMed
+    refused: int = 0                  # proposals the trial rules refused before launch (no device time)
+    stopped: bool = False             # our sweeper stopped on max_consecutive_failures (rule refusals)
 
 
 def cost_dh(truth: Truth, steps: int) -> float:
@@ -60,7 +68,11 @@ def cost_dh(truth: Truth, steps: int) -> float:
 def _drive(study: optuna.Study, land: Landscape, sp: _space.SearchSpace, target: float, budget: float, *,
            told: str, guided: bool = False, reuse: bool = False, prune: bool = False, infer: bool = False) -> Run:
     """Ask -> (reuse | veto | measure with the cost model) -> tell, until the budget is spent."""
-    spent, launched, reused, vetoed, ooms = 0.0, 0, 0, 0, 0
+    spent, launched, reused, vetoed, ooms, refused, in_a_row = 0.0, 0, 0, 0, 0, 0, 0
+
+    def run(hours: float | None, stopped: bool = False) -> Run:
+        return Run(hours, launched, reused, vetoed, ooms, refused, stopped)
+
     for _ in range(MAX_ASKS):
         if spent >= budget:
             break
@@ -71,9 +83,28 @@ def _drive(study: optuna.Study, land: Landscape, sp: _space.SearchSpace, target:
             if source is not None:
                 _reuse.tell_reused(study, trial, source)
                 reused += 1
+                in_a_row = 0
                 continue
+        if land.key(params) in land.refused:
+            # the trial rules refuse it before anything launches (no device time). Our sweeper tells what
+            # it really does (config_error: FAIL, a failure in a row); a baseline as its OOMs (a careful
+            # user's objective catches the ConfigError), never stopping
+            refused += 1
+            if guided:
+                _results.tell(study, trial, None, ["objective"], result=TrialResult("config_error"))
+                in_a_row += 1
+                if in_a_row >= MAX_CONSECUTIVE_FAILURES:
+                    return run(None, stopped=True)
+            elif told == "constraint":
+                _results.tell(study, trial, None, ["objective"], result=TrialResult("infeasible"))
+            elif told == "zero":
+                study.tell(trial, 0.0)
+            else:
+                study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            continue
+        in_a_row = 0
         # the preflight's veto: outside the planner's error band (an edge probe inside it is launched)
-        if guided and land.planner is not None and land.planner[key(params)].vetoed:
+        if guided and land.planner is not None and land.planner[land.key(params)].vetoed:
             _results.tell(study, trial, None, ["objective"], result=TrialResult("infeasible"))
             vetoed += 1
             continue
@@ -83,7 +114,7 @@ def _drive(study: optuna.Study, land: Landscape, sp: _space.SearchSpace, target:
             _results.tell(study, trial, None, ["objective"], result=TrialResult("infeasible"))
             vetoed += 1
             continue
-        truth = land.truth[key(params)]
+        truth = land.truth[land.key(params)]
         launched += 1
         if truth.tok_s is None:
             ooms += 1
@@ -104,8 +135,8 @@ def _drive(study: optuna.Study, land: Landscape, sp: _space.SearchSpace, target:
         else:
             study.tell(trial, result.objective)
         if result.outcome == "completed" and truth.tok_s >= target:
-            return Run(spent if spent <= budget else None, launched, reused, vetoed, ooms)
-    return Run(None, launched, reused, vetoed, ooms)
+            return run(spent if spent <= budget else None)
+    return run(None)
 
 
 def _steps(trial: optuna.Trial, truth: Truth, prune: bool) -> TrialResult:
@@ -119,17 +150,35 @@ def _steps(trial: optuna.Trial, truth: Truth, prune: bool) -> TrialResult:
     return TrialResult("completed", objective=statistics.mean(values[1:]), steps=STEPS)
 
 
-def _new_study(sampler: optuna.samplers.BaseSampler, pruner: optuna.pruners.BasePruner | None = None) -> optuna.Study:
+def _new_study(land: Landscape, sampler: optuna.samplers.BaseSampler,
+               pruner: optuna.pruners.BasePruner | None = None) -> optuna.Study:
     study = optuna.create_study(direction="maximize", sampler=sampler, pruner=pruner)
-    study.enqueue_trial(dict(RECIPE))
+    study.enqueue_trial(dict(land.recipe))
     return study
 
 
+def guide_predictions(land: Landscape, seed: int, draws: int) -> list[_guide.Prediction]:
+    """What our sweeper's guide predicts with sampler seed `seed` ([] where the planner has no opinion):
+    over the whole space, or over the seeded sample of it that the guide ranks in a larger space
+    (verlsweep.study.guide.candidates, MAX_CANDIDATES)."""
+    if land.planner is None:
+        return []
+    if (land.name, seed) in GUIDED:
+        return GUIDED[(land.name, seed)]
+    planned = land.guide
+    sp = land.space()
+    if (sp.size() or 0) > _guide.MAX_CANDIDATES:
+        index = {land.key(p): i for i, p in enumerate(planned.params)}
+        picked = [index[land.key({k: sp.value(k, v) for k, v in p.items()})] for p in _guide.candidates(sp, seed)]
+        planned = replace(planned, params=[planned.params[i] for i in picked], inputs=[planned.inputs[i] for i in picked])
+    return _guide.predict(planned, draws, GuideConfig().error, seed)
+
+
 def run_method(method: str, land: Landscape, seed: int, budget: float, top_k: int, draws: int) -> Run:
-    sp = space()
+    sp = land.space()
     target = TARGET * land.best
     if method in ("verlsweep", "tpe+guide"):
-        predictions = _guide.predict(land.guide, draws, GuideConfig().error, seed) if land.planner is not None else []
+        predictions = guide_predictions(land, seed, draws)
         if method == "verlsweep":
             # hydra/sweeper/sampler/boundary as _study.build_sampler makes it, the guide's prior as verlsweep/study/loop.py sets it
             sampler = _study.build_sampler(OmegaConf.structured(BoundarySamplerConfig(seed=seed)), sp)
@@ -138,7 +187,7 @@ def run_method(method: str, land: Landscape, seed: int, budget: float, top_k: in
         else:
             sampler = _study.build_sampler(OmegaConf.structured(TPESamplerConfig(seed=seed)), sp)
         spec = OmegaConf.to_container(OmegaConf.structured(MedianPrunerConfig))
-        study = _new_study(sampler, pruner_from_spec(spec))
+        study = _new_study(land, sampler, pruner_from_spec(spec))
         for params in _guide.rank(predictions, sp, top_k):       # what _guide.entries enqueues
             study.enqueue_trial(params, skip_if_exists=True)
         return _drive(study, land, sp, target, budget, told="constraint", guided=True, reuse=True, prune=True,
@@ -146,29 +195,33 @@ def run_method(method: str, land: Landscape, seed: int, budget: float, top_k: in
     if method == "grid":
         return _grid(land, sp, target, budget)
     if method == "random":
-        return _drive(_new_study(optuna.samplers.RandomSampler(seed=seed)), land, sp, target, budget, told="zero")
+        return _drive(_new_study(land, optuna.samplers.RandomSampler(seed=seed)), land, sp, target, budget, told="zero")
     if method == "tpe oom=0":
-        return _drive(_new_study(optuna.samplers.TPESampler(seed=seed)), land, sp, target, budget, told="zero")
+        return _drive(_new_study(land, optuna.samplers.TPESampler(seed=seed)), land, sp, target, budget, told="zero")
     if method == "tpe oom=FAIL":
-        return _drive(_new_study(optuna.samplers.TPESampler(seed=seed)), land, sp, target, budget, told="fail")
+        return _drive(_new_study(land, optuna.samplers.TPESampler(seed=seed)), land, sp, target, budget, told="fail")
     if method == "gp":
         with quiet_optuna():
             sampler = optuna.samplers.GPSampler(seed=seed)
-        return _drive(_new_study(sampler), land, sp, target, budget, told="constraint")
+        return _drive(_new_study(land, sampler), land, sp, target, budget, told="constraint")
     raise ValueError(method)
 
 
 def _grid(land: Landscape, sp: _space.SearchSpace, target: float, budget: float) -> Run:
-    spent, launched, ooms = 0.0, 0, 0
-    order = [dict(RECIPE)] + [p for p in all_configs(sp) if key(p) != key(RECIPE)]
+    spent, launched, ooms, refused = 0.0, 0, 0, 0
+    recipe = land.key(land.recipe)
+    order = [dict(land.recipe)] + [p for p in all_configs(sp) if land.key(p) != recipe]
     for params in order:
         if spent >= budget:
             break
-        truth = land.truth[key(params)]
+        if land.key(params) in land.refused:      # refused before launch: costs nothing
+            refused += 1
+            continue
+        truth = land.truth[land.key(params)]
         launched += 1
         spent += cost_dh(truth, STEPS)
         if truth.tok_s is None:
             ooms += 1
         elif truth.tok_s >= target:
-            return Run(spent if spent <= budget else None, launched, 0, 0, ooms)
-    return Run(None, launched, 0, 0, ooms)
+            return Run(spent if spent <= budget else None, launched, 0, 0, ooms, refused)
+    return Run(None, launched, 0, 0, ooms, refused)
