@@ -48,8 +48,8 @@ Baselines have no planner, no reuse and no pruner: what a plain Optuna/Hydra swe
 --space throughput races the same methods, budget and cost model on the planner landscapes over the
 throughput space instead (sweeps/throughput.yaml, chained from each memory landscape's best config;
 benchmarks/throughput_landscapes.py). There a config the trial rules refuse costs nothing: our sweeper
-tells it as it really does (config_error; not counted toward max_consecutive_failures), a baseline as
-it tells an OOM. One more column: refused proposals.
+tells it as it really does (config_error, a failure: max_consecutive_failures of them in a row stop
+it), a baseline as it tells an OOM. Two more columns: refused proposals and sweeps stopped.
 
 Modules: benchmarks/search_landscapes.py (the space and the landscapes), benchmarks/search_methods.py
 (the methods and one sweep of each, with the cost model); this one races them and prints the table.
@@ -193,7 +193,8 @@ def _print_landscape(land: Landscape, runs: dict[tuple[str, str], list[Run]], ar
               f"{statistics.mean(r.launched for r in rs):8.1f} {statistics.mean(r.ooms for r in rs):5.1f} "
               f"{statistics.mean(r.reused for r in rs):6.1f} "
               f"{statistics.mean(r.vetoed for r in rs):6.1f}"
-              + (f" {statistics.mean(r.refused for r in rs):7.1f}" if args.space == "throughput" else ""))
+              + (f" {statistics.mean(r.refused for r in rs):7.1f} {sum(r.stopped for r in rs):>7}"
+                 if args.space == "throughput" else ""))
     if land.note:
         print(f"{'':22} {'':>4} {'':>4} | hidden errors: {land.note}")
     return medians, oom_means
@@ -269,7 +270,7 @@ def main() -> None:
           f"{STEPS} steps, {WORLD} devices; guide top_k {args.top_k}, draws {args.draws}")
     head = (f"{'landscape':22} {'OOM':>4} {'near':>4} | {'method':13} {'median dh':>9} {'p90 dh':>8} "
             f"{'reached':>7} {'launched':>8} {'OOMs':>5} {'reused':>6} {'vetoed':>6}"
-            + (f" {'refused':>7}" if args.space == "throughput" else ""))
+            + (f" {'refused':>7} {'stopped':>7}" if args.space == "throughput" else ""))
     print(head)
     print("-" * len(head))
     verdicts = []

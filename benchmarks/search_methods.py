@@ -19,7 +19,7 @@ from verlsweep.record import results as _results  # noqa: E402
 from verlsweep.record.budget import quiet_optuna  # noqa: E402
 from verlsweep.study import create as _study, guide as _guide, reuse as _reuse, space as _space  # noqa: E402
 from hydra_plugins.verlsweep_sweeper.config import (BoundarySamplerConfig, GuideConfig, MedianPrunerConfig,  # noqa: E402
-                                                    TPESamplerConfig)
+                                                    TPESamplerConfig, VerlSweepSweeperConf)
 from verlsweep.common.names import RULED_OUT_ATTR  # noqa: E402
 from verlsweep.common.result import TrialResult  # noqa: E402
 from verlsweep.infer.evidence import proof_of_failure  # noqa: E402
@@ -35,6 +35,9 @@ TARGET = 0.97                  # of the best feasible tok/s: a sweep is done onc
 # we cite states it; 4 minutes is an assumption for an 8B model on one node (--startup-s changes it).
 STARTUP_S = 240.0
 MAX_ASKS = 200                 # proposals per run (reused and vetoed ones cost no device time)
+# our sweeper stops after this many failed trials in a row (verlsweep/study/failures.py); a config the
+# trial rules refuse is one (outcome config_error, told FAIL: verlsweep/study/loop.py _prepare, task.py)
+MAX_CONSECUTIVE_FAILURES = VerlSweepSweeperConf().max_consecutive_failures
 # the guide's predictions per (landscape name, seed), computed once for both guided methods
 # (search_efficiency.py fills it before the race's workers fork; absent: computed in the run)
 GUIDED: dict[tuple[str, int], list] = {}
@@ -48,6 +51,7 @@ class Run:
     vetoed: int
     ooms: int = 0                     # launched trials that OOMed
     refused: int = 0                  # proposals the trial rules refused before launch (no device time)
+    stopped: bool = False             # our sweeper stopped on max_consecutive_failures (rule refusals)
 
 
 def cost_dh(truth: Truth, steps: int) -> float:
@@ -64,10 +68,10 @@ def cost_dh(truth: Truth, steps: int) -> float:
 def _drive(study: optuna.Study, land: Landscape, sp: _space.SearchSpace, target: float, budget: float, *,
            told: str, guided: bool = False, reuse: bool = False, prune: bool = False, infer: bool = False) -> Run:
     """Ask -> (reuse | veto | measure with the cost model) -> tell, until the budget is spent."""
-    spent, launched, reused, vetoed, ooms, refused = 0.0, 0, 0, 0, 0, 0
+    spent, launched, reused, vetoed, ooms, refused, in_a_row = 0.0, 0, 0, 0, 0, 0, 0
 
-    def run(hours: float | None) -> Run:
-        return Run(hours, launched, reused, vetoed, ooms, refused)
+    def run(hours: float | None, stopped: bool = False) -> Run:
+        return Run(hours, launched, reused, vetoed, ooms, refused, stopped)
 
     for _ in range(MAX_ASKS):
         if spent >= budget:
@@ -79,15 +83,18 @@ def _drive(study: optuna.Study, land: Landscape, sp: _space.SearchSpace, target:
             if source is not None:
                 _reuse.tell_reused(study, trial, source)
                 reused += 1
+                in_a_row = 0
                 continue
         if land.key(params) in land.refused:
             # the trial rules refuse it before anything launches (no device time). Our sweeper tells what
-            # it really does (config_error: FAIL, not counted toward max_consecutive_failures:
-            # results.UNCOUNTED_OUTCOMES); a baseline as its OOMs (a careful user's objective catches the
-            # ConfigError)
+            # it really does (config_error: FAIL, a failure in a row); a baseline as its OOMs (a careful
+            # user's objective catches the ConfigError), never stopping
             refused += 1
             if guided:
                 _results.tell(study, trial, None, ["objective"], result=TrialResult("config_error"))
+                in_a_row += 1
+                if in_a_row >= MAX_CONSECUTIVE_FAILURES:
+                    return run(None, stopped=True)
             elif told == "constraint":
                 _results.tell(study, trial, None, ["objective"], result=TrialResult("infeasible"))
             elif told == "zero":
@@ -95,6 +102,7 @@ def _drive(study: optuna.Study, land: Landscape, sp: _space.SearchSpace, target:
             else:
                 study.tell(trial, state=optuna.trial.TrialState.FAIL)
             continue
+        in_a_row = 0
         # the preflight's veto: outside the planner's error band (an edge probe inside it is launched)
         if guided and land.planner is not None and land.planner[land.key(params)].vetoed:
             _results.tell(study, trial, None, ["objective"], result=TrialResult("infeasible"))

