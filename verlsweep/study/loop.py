@@ -189,7 +189,7 @@ class Loop:
                     files = self._view.after_batch(study, n_trials, final=True) if not dry_run else []
                     _outputs.summary(study, s.objectives, list(space.distributions), best, self.sweep_dir,
                                      space.value, self._progress.console, verl=self.own)
-                    peer_compat.write_results(study, best, self.sweep_dir, space.value)
+                    peer_compat.write_results(study, best, self.sweep_dir, space.value, exact=not self.own)
                     if files:
                         self._progress.console.print(f"report: {self.sweep_dir / 'report.html'}", highlight=False)
                 except Exception as exc:  # noqa: BLE001 - never hide the exception that ended the loop
