@@ -16,12 +16,12 @@ from verlsweep.plan.trial_spec import NotPlannable, PlanInputs
 from verlsweep.plan.lengths import expected_lengths
 from verlsweep.plan.memory import MEANING, Check, concurrency, plan_memory
 from verlsweep.plan.throughput import plan_throughput
+from verlsweep.common.names import FITS  # re-exported (__all__): the statuses predicted to fit
 from verlsweep.common.time_split import predicted_metrics
 
 log = logging.getLogger(__name__)
 
 STATUSES = ("ok", "tight", "edge", "infeasible")
-FITS = ("ok", "tight")         # the statuses predicted to fit; `edge` is launched, `infeasible` vetoed
 
 
 @dataclass

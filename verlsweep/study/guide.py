@@ -36,6 +36,7 @@ import yaml
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 from optuna.distributions import CategoricalDistribution
 
+from verlsweep.common.names import FITS
 from verlsweep.common.distributions import discrete_values
 from verlsweep.study.space import SearchSpace
 
@@ -44,7 +45,6 @@ log = logging.getLogger(__name__)
 MAX_CANDIDATES = 2048        # whole discrete spaces up to this size; beyond, a seeded sample
 _MAX_COMPOSED = 64           # candidates when each needs a Hydra compose (a swept config group)
 _STATUS_RANK = {"ok": 0, "tight": 1, "edge": 2}
-_FITS = ("ok", "tight")      # verlsweep.plan.FITS (not imported: the plan package is imported lazily here)
 # hydra.sweeper.guide's defaults (hydra_plugins/verlsweep_sweeper/config.py GuideConfig has the same
 # numbers and why; it cannot import them: this module imports optuna, the plugin's config must not)
 DRAWS = 32
@@ -62,7 +62,7 @@ class Prediction:
     @property
     def feasible(self) -> bool:
         """Predicted to fit: what the guide ranks (edge probes only where none is: ranked)."""
-        return self.status in _FITS
+        return self.status in FITS
 
     @property
     def vetoed(self) -> bool:
