@@ -151,3 +151,32 @@ def test_edge_probes_are_ranked_only_where_the_planner_predicts_nothing_to_fit()
     with_fit = [*edges, pred(0.5, 1, "ok", 100.0)]
     assert _guide.rank(with_fit, sp, top_k=3) == [{UTIL: 0.5, TP: 1}]     # a fit outranks every edge probe
     assert _guide.prior(with_fit, sp)({UTIL: 0.9, TP: 2}) is None
+
+
+def test_each_candidates_inputs_are_those_of_its_own_composed_config_interpolations_included():
+    # PPO's critic offload flags interpolate the actor's, and the log-prob token budgets interpolate
+    # ppo_max_token_len_per_gpu (conf/algorithm/ppo.yaml, conf/sweep.yaml): the guide resolves the
+    # config once, so a value that follows a swept key must be resolved again for each candidate
+    from verlsweep.plan import from_cfg
+
+    max_tok = "verl.actor_rollout_ref.actor.ppo_max_token_len_per_gpu"
+    lines = [f"{UTIL}=choice(0.5,0.8)", f"{P_OFF}=choice(true,false)", f"{max_tok}=choice(8192,24576)"]
+    base = ["hardware=a2_64g", "model=qwen3_8b", "algorithm=ppo"]
+    sp = _space_of(lines)
+    params = _guide.candidates(sp)
+    planned = _guide.plan_inputs(compose_config(base), sp, params)
+    for p, inp in zip(params, planned.inputs):
+        assert inp == from_cfg(compose_config([*base, *sp.overrides(p)])), p
+    assert len({(i.critic.param_offload, i.actor.forward_max_token_len) for i in planned.inputs}) == 4
+
+
+def test_an_error_draws_tokens_per_s_is_what_the_whole_planner_predicts_under_that_calibration():
+    from verlsweep.plan import plan
+    from verlsweep.plan.verdict import tok_s_under
+
+    cfg = compose_config(["hardware=a3_64g", "model=qwen3_8b", "algorithm=grpo"])
+    sp = _space_of(SPACE)
+    planned = _guide.plan_inputs(cfg, sp, _guide.candidates(sp)[::17])
+    for drawn in _guide.error_draws(planned.calibration, 3, 0.2, seed=1):
+        for inp in planned.inputs:
+            assert tok_s_under(inp, plan(inp, planned.calibration), drawn) == plan(inp, drawn).tok_s

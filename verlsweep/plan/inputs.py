@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import yaml
 from omegaconf import DictConfig, OmegaConf
@@ -73,11 +73,11 @@ _HF_KEYS = {"num_layers": "num_hidden_layers", "hidden_size": "hidden_size",
             "tie_word_embeddings": "tie_word_embeddings", "max_position_embeddings": "max_position_embeddings"}
 
 
-def _hf_config(model_node: Any) -> str | None:
+def _hf_config(model_node: Mapping[str, Any]) -> str | None:
     """The model's Hugging Face config as JSON: the checkpoint's config.json when model.path holds one,
     else the group's shapes under its model_type (plus hf_config_extra, e.g. MoE experts); None when
     the group names no model_type."""
-    path = OmegaConf.select(model_node, "path", default=None, throw_on_resolution_failure=False)
+    path = model_node.get("path")
     if path and (Path(str(path)) / "config.json").is_file():
         try:
             return json.dumps(json.loads((Path(str(path)) / "config.json").read_text()), sort_keys=True)
@@ -87,13 +87,33 @@ def _hf_config(model_node: Any) -> str | None:
     if not model_type:
         return None
     config = {hf: model_node.get(key) for key, hf in _HF_KEYS.items() if model_node.get(key) is not None}
-    extra = model_node.get("hf_config_extra")
-    config.update(OmegaConf.to_container(extra, resolve=True) if extra is not None else {})
+    config.update(model_node.get("hf_config_extra") or {})
     return json.dumps({"model_type": str(model_type), **config}, sort_keys=True)
 
 
+# the nodes of a sweep config the planner reads
+READ = ("verl", "hardware", "model", "plan", "env")
+
+
+def plain(value: Any) -> Any:
+    """A config value as plain Python, interpolations resolved."""
+    return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+
+
+def tree_of(cfg: DictConfig) -> dict[str, Any]:
+    """The nodes the planner reads (READ), resolved into plain containers: reading a plain dict costs
+    nothing, where every OmegaConf select parses its interpolations again (the guide reads hundreds
+    of candidates)."""
+    return {k: plain(cfg.get(k)) for k in READ}
+
+
 def from_cfg(cfg: DictConfig) -> PlanInputs:
-    """Read a composed sweep config. Raises NotPlannable for what the model does not cover (another
+    """Read a composed sweep config (from_tree of its tree_of)."""
+    return from_tree(tree_of(cfg))
+
+
+def from_tree(cfg: Mapping[str, Any]) -> PlanInputs:
+    """Read a sweep config's tree_of. Raises NotPlannable for what the model does not cover (another
     rollout or training engine, an unknown dtype, a hardware profile missing a number it needs)."""
     v = VerlValues(cfg)
     hw_node = cfg.get("hardware")
@@ -101,7 +121,7 @@ def from_cfg(cfg: DictConfig) -> PlanInputs:
     if hw_node is None or model_node is None:
         raise NotPlannable("the config has no hardware/model node")
     missing = [f"hardware.{k}" for k in Hardware.__dataclass_fields__ if k not in ("name", "device")
-               and OmegaConf.select(hw_node, k, default=None) is None]
+               and hw_node.get(k) is None]
     if missing:
         raise NotPlannable(f"hardware profile {hw_node.get('name')!r} lacks {', '.join(missing)}")
 
@@ -113,18 +133,18 @@ def from_cfg(cfg: DictConfig) -> PlanInputs:
         raise NotPlannable(f"verl.actor_rollout_ref.actor.strategy={strategy!r}: the planner models fsdp/fsdp2")
 
     hardware = Hardware(
-        name=str(hw_node.name), device=str(hw_node.device),
+        name=str(hw_node["name"]), device=str(hw_node["device"]),
         **{k: (int if k in ("devices_per_node", "nnodes") else float)(hw_node[k])
            for k in Hardware.__dataclass_fields__ if k not in ("name", "device")},
     )
     model = Model(
-        name=str(model_node.name), params=float(model_node.params_b) * 1e9,
-        num_layers=int(model_node.num_layers), hidden_size=int(model_node.hidden_size),
-        num_attention_heads=int(model_node.num_attention_heads),
-        num_key_value_heads=int(model_node.num_key_value_heads), head_dim=int(model_node.head_dim),
-        intermediate_size=int(model_node.intermediate_size), vocab_size=int(model_node.vocab_size),
-        tie_word_embeddings=bool(model_node.tie_word_embeddings),
-        max_position_embeddings=(int(model_node.max_position_embeddings)
+        name=str(model_node["name"]), params=float(model_node["params_b"]) * 1e9,
+        num_layers=int(model_node["num_layers"]), hidden_size=int(model_node["hidden_size"]),
+        num_attention_heads=int(model_node["num_attention_heads"]),
+        num_key_value_heads=int(model_node["num_key_value_heads"]), head_dim=int(model_node["head_dim"]),
+        intermediate_size=int(model_node["intermediate_size"]), vocab_size=int(model_node["vocab_size"]),
+        tie_word_embeddings=bool(model_node["tie_word_embeddings"]),
+        max_position_embeddings=(int(model_node["max_position_embeddings"])
                                  if model_node.get("max_position_embeddings") is not None else None),
         hf_config=_hf_config(model_node),
     )

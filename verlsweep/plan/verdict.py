@@ -126,6 +126,14 @@ def plan(inp: PlanInputs, cal: Calibration) -> Verdict:
     )
 
 
+def tok_s_under(inp: PlanInputs, verdict: Verdict, cal: Calibration) -> float:
+    """`verdict`'s tokens/s under another calibration that differs from its own only in THROUGHPUT_CONSTANTS
+    (calibration.py): the memory plan, the KV cache and the expected lengths read none of them, so only
+    the throughput model runs again (the guide's error draws: plan() would give the same number)."""
+    c = cal.constants
+    return plan_throughput(inp, c, expected_lengths(inp, c), verdict.kv_tokens).tok_s
+
+
 def plan_cfg(cfg: DictConfig, cal: Calibration | None = None) -> Verdict:
     """Predict the trial a composed sweep config would launch. Raises NotPlannable."""
     return plan(from_cfg(cfg), cal or load_calibration(cfg))
@@ -187,5 +195,5 @@ def blocks_launch(cfg: DictConfig, verdict: Verdict | Preflight | None) -> bool:
     return verdict is not None and not verdict.feasible and bool(plan_node.get("enforce", True))
 
 
-__all__ = ["FITS", "MEANING", "STATUSES", "Preflight", "Verdict", "blocks_launch", "load_calibration", "plan", "plan_cfg",
+__all__ = ["FITS", "MEANING", "STATUSES", "Preflight", "Verdict", "blocks_launch", "load_calibration", "plan", "plan_cfg", "tok_s_under",
            "preflight"]

@@ -3,7 +3,7 @@ cfg.verl read by key path with those defaults behind it (VerlValues), so the pla
 nor torch. tests/test_plan_model.py checks VERL_DEFAULTS against the installed verl."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -73,19 +73,32 @@ DEFAULT_CUDAGRAPH_MODE = "FULL_AND_PIECEWISE"
 
 
 class VerlValues:
-    """cfg.verl values by verl key path, falling back to verl's defaults (`defaults`, VERL_DEFAULTS)."""
+    """cfg.verl values by verl key path, falling back to verl's defaults (`defaults`, VERL_DEFAULTS). `cfg` is
+    a config or its plain tree (verlsweep.plan.inputs.tree_of)."""
 
-    def __init__(self, cfg: DictConfig, defaults: dict[str, Any] | None = None):
-        self.node = cfg.get("verl") or OmegaConf.create({})
+    def __init__(self, cfg: DictConfig | Mapping[str, Any], defaults: dict[str, Any] | None = None):
+        node = cfg.get("verl")
+        self.node = {} if node is None else node
         self.defaults = VERL_DEFAULTS if defaults is None else defaults
 
+    def _value(self, path: str) -> Any:
+        if OmegaConf.is_config(self.node):
+            value = OmegaConf.select(self.node, path, default=None)
+            return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+        value: Any = self.node
+        for part in path.split("."):
+            if not isinstance(value, Mapping):
+                return None
+            value = value.get(part)
+        return value
+
     def has(self, path: str) -> bool:
-        return OmegaConf.select(self.node, path, default=None) is not None
+        return self._value(path) is not None
 
     def get(self, path: str, default: Any = None) -> Any:
-        value = OmegaConf.select(self.node, path, default=None)
+        value = self._value(path)
         if value is not None:
-            return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+            return value
         if self.defaults.get(path) is not None:
             return self.defaults[path]
         return default

@@ -28,6 +28,7 @@ from __future__ import annotations
 import itertools
 import logging
 import random
+import re
 from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping, Sequence
@@ -167,13 +168,50 @@ class Planned:
     inputs: list[Any]
 
 
+def _interpolations(node: Any, prefix: str = "") -> dict[str, str]:
+    """Every interpolated value under `node` (unresolved), by its key path."""
+    out: dict[str, str] = {}
+    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+    for key, value in items:
+        path = f"{prefix}{key}"
+        if isinstance(value, (dict, list)):
+            out.update(_interpolations(value, f"{path}."))
+        elif isinstance(value, str) and "${" in value:
+            out[path] = value
+    return out
+
+
+def _dependents(base: DictConfig, keys: Sequence[str]) -> list[str]:
+    """The interpolated values that may change with `keys`: those naming one of them, or naming such a
+    value, transitively. A key is matched by its last name, so a relative interpolation (${..x}) counts
+    too; a false match only costs one more resolve. Assumes a resolver's value depends on its arguments
+    alone (true of oc.* and verlsweep's own)."""
+    texts = _interpolations(OmegaConf.to_container(base, resolve=False))
+    names = {k.rsplit(".", 1)[-1] for k in keys}
+    found: list[str] = []
+    while True:
+        pattern = re.compile(r"\b(" + "|".join(map(re.escape, sorted(names))) + r")\b")
+        new = [p for p, text in texts.items() if p not in found and pattern.search(text)]
+        if not new:
+            return found
+        found += new
+        names |= {p.rsplit(".", 1)[-1] for p in new}
+
+
+def _put(tree: dict[str, Any], path: str, value: Any) -> None:
+    *parents, last = path.split(".")
+    for part in parents:
+        tree = tree.setdefault(part, {})
+    tree[last] = value
+
+
 def plan_inputs(config: DictConfig, space: SearchSpace, params_list: Sequence[dict[str, Any]],
                 compose: Callable[[list[str]], DictConfig] | None = None) -> Planned | None:
     """The planner's inputs of each candidate (None when the planner cannot model one). Params that
     are config keys are set on a copy of the task's config; a swept config group needs `compose` (the
     sweeper's config loader)."""
     from verlsweep.plan import NotPlannable, load_calibration
-    from verlsweep.plan.inputs import from_cfg
+    from verlsweep.plan.inputs import READ, from_cfg, from_tree, plain, tree_of
 
     base = OmegaConf.create(OmegaConf.to_container(config, resolve=False))
     with read_write(base), open_dict(base):
@@ -185,6 +223,11 @@ def plan_inputs(config: DictConfig, space: SearchSpace, params_list: Sequence[di
         for name, value in space.fixed.items():
             if name.lstrip("+~") not in choices:
                 OmegaConf.update(base, name.lstrip("+~"), yaml.safe_load(str(value)), force_add=True)
+        # Every candidate sets every swept key: one plain tree is updated in place, with only the
+        # swept keys and the interpolations that follow them resolved again.
+        swept = [n.lstrip("+~") for n in space.distributions]
+        dependents = [p for p in _dependents(base, swept) if p.split(".", 1)[0] in READ]
+        tree = tree_of(base)
     inputs = []
     for params in params_list:
         shown = {n: space.value(n, v) for n, v in params.items()}
@@ -192,13 +235,15 @@ def plan_inputs(config: DictConfig, space: SearchSpace, params_list: Sequence[di
             if composed:
                 if compose is None:
                     return None
-                cfg = compose(space.overrides(params))
-            else:
-                # every candidate sets every swept key, so one config is updated in place
-                cfg = base
-                for name, value in shown.items():
-                    OmegaConf.update(cfg, name.lstrip("+~"), value, force_add=True)
-            inputs.append(from_cfg(cfg))
+                inputs.append(from_cfg(compose(space.overrides(params))))
+                continue
+            for name, value in shown.items():
+                _put(tree, name.lstrip("+~"), value)
+                if dependents:
+                    OmegaConf.update(base, name.lstrip("+~"), value, force_add=True)
+            for path in dependents:
+                _put(tree, path, plain(OmegaConf.select(base, path)))
+            inputs.append(from_tree(tree))
         except NotPlannable as exc:
             log.info("planner guide: no prediction for %s (%s); the sampler starts unguided", shown, exc)
             return None
@@ -209,11 +254,10 @@ def predict(planned: Planned, draws: int = 0, error: float = 0.0, seed: int = 0)
     """The planner's verdict for each candidate, and with `draws` > 0 how often it is the best feasible
     one under calibrations drawn around the planner's (error_draws)."""
     from verlsweep.plan import plan
+    from verlsweep.plan.verdict import tok_s_under
 
-    out = []
-    for params, inp in zip(planned.params, planned.inputs):     # from_cfg has raised NotPlannable if any
-        verdict = plan(inp, planned.calibration)
-        out.append(Prediction(params, verdict.status, verdict.tok_s))
+    verdicts = [plan(inp, planned.calibration) for inp in planned.inputs]  # from_cfg has raised NotPlannable if any
+    out = [Prediction(params, v.status, v.tok_s) for params, v in zip(planned.params, verdicts)]
     feasible = ranked(out)
     if draws <= 0 or not feasible:
         return out
@@ -221,7 +265,7 @@ def predict(planned: Planned, draws: int = 0, error: float = 0.0, seed: int = 0)
     # the planner as it is counts as one draw: where its error cannot change the winner, every draw agrees
     wins[min(feasible, key=lambda i: _order(out[i], out[i].tok_s))] += 1
     for drawn in error_draws(planned.calibration, draws - 1, error, seed):
-        tok_s = {i: plan(planned.inputs[i], drawn).tok_s for i in feasible}
+        tok_s = {i: tok_s_under(planned.inputs[i], verdicts[i], drawn) for i in feasible}
         wins[min(feasible, key=lambda i: _order(out[i], tok_s[i]))] += 1
     return [replace(p, p_best=wins[i] / draws) if wins[i] else p for i, p in enumerate(out)]
 
