@@ -97,7 +97,7 @@ def parallel(sweep: Sweep, out: Path) -> Plot:
 
 
 def importance(sweep: Sweep, out: Path) -> Plot:
-    return _optuna_plot(sweep, out, "importance", "Parameter importance (fANOVA, measured trials)",
+    return _optuna_plot(sweep, out, "importance", "Parameter importance (PED-ANOVA, measured trials)",
                         "plot_param_importances")
 
 

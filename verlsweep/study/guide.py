@@ -39,7 +39,7 @@ from optuna.distributions import CategoricalDistribution
 
 from verlsweep.common.names import FITS
 from verlsweep.common.distributions import discrete_values
-from verlsweep.study.space import SearchSpace
+from verlsweep.study.space import SearchSpace, group_choices
 
 log = logging.getLogger(__name__)
 
@@ -143,15 +143,11 @@ def error_draws(cal: Any, draws: int, error: float, seed: int) -> list[Any]:
     return out
 
 
-def _choices(config: DictConfig) -> dict[str, Any]:
-    return dict(OmegaConf.select(config, "hydra.runtime.choices", default={}) or {})
-
-
 def needs_compose(config: DictConfig, space: SearchSpace) -> bool:
     """Whether a param picks a config group option the task's config does not hold already (then
     only a compose knows the trial's config): a swept one, or a fixed one the sweep's params set to
     another option (a command-line group override is composed into the config the sweeper gets)."""
-    choices = _choices(config)
+    choices = group_choices(config)
     if any(n.lstrip("+~") in choices for n in space.distributions):
         return True
     return any(str(choices[k]) != str(v) for k, v in ((n.lstrip("+~"), v) for n, v in space.fixed.items())
@@ -219,7 +215,7 @@ def plan_inputs(config: DictConfig, space: SearchSpace, params_list: Sequence[di
     composed = needs_compose(config, space)
     if not composed:
         # the sweep's fixed overrides are part of every trial's config (its group options already are)
-        choices = _choices(config)
+        choices = group_choices(config)
         for name, value in space.fixed.items():
             if name.lstrip("+~") not in choices:
                 OmegaConf.update(base, name.lstrip("+~"), yaml.safe_load(str(value)), force_add=True)

@@ -18,7 +18,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import optuna
 from omegaconf import DictConfig, OmegaConf
@@ -94,6 +94,24 @@ class Hydra:
     check_fixed: Callable[[_space.SearchSpace, list[str], bool], None]
 
 
+def compose_shape(overrides: Sequence[str], choices: Mapping[str, Any]) -> tuple[str, ...]:
+    """What decides whether a job's overrides compose: the keys, and the values of config groups
+    (`choices`: hydra.runtime.choices), of added or deleted keys (+/~) and of Hydra's own typed nodes
+    (but its job dir). Another value of an existing plain key composes as the first did: space.check
+    found every swept key in the config, and a YAML node takes any value. So a trial composes before
+    its launch (a compose error is its config_error, not the batch's crash) only when no earlier
+    trial of the sweep composed with its shape: a Hydra compose costs seconds, as much as a
+    runner=estimate trial."""
+    out = []
+    for item in overrides:
+        key = item.split("=", 1)[0]
+        plain = key.split("@", 1)[0]
+        by_value = (plain.startswith(("+", "~")) or plain in choices
+                    or (plain.startswith("hydra.") and plain != job_dirs.SUBDIR_KEY))
+        out.append(item if by_value else key)
+    return tuple(out)
+
+
 class Loop:
     def __init__(self, settings: Settings, config: DictConfig, sweep_dir: Path, hydra: Hydra) -> None:
         self.s = settings
@@ -111,6 +129,7 @@ class Loop:
         self._view: _view.SweepView | None = None
         self._dry_run = False
         self._home: Path | None = None     # the study's home dir (job_dirs.home)
+        self._composed: set[tuple[str, ...]] = set()    # override shapes a trial composed with (compose_shape)
 
     def run(self, space: _space.SearchSpace, directions: list[str], params_fixed: list[str], started: float) -> None:
         """The sweep of `space` (checked by the sweeper: verlsweep.study.space.check), from opening its
@@ -410,9 +429,12 @@ class Loop:
             return self._tell_ruled_out(study, trial, proven), None
         if proven is not None:        # launched all the same: it measures the throughput
             trial.set_user_attr(PROVEN_FIT_ATTR, proven.trial)
+        shape = compose_shape(overrides, _space.group_choices(self.config))
         try:
-            if self.own:      # another app's job composes once, in the launcher (as with the peer)
+            # another app's job composes once, in the launcher (as with the peer)
+            if self.own and shape not in self._composed:
                 self.hydra.validate(overrides)
+                self._composed.add(shape)
         except Exception as exc:  # noqa: BLE001 - a trial that cannot compose is this trial's outcome
             result = TrialResult("config_error", excerpt=f"{type(exc).__name__}: {exc}")
             return self._tell(study, trial, None, result), None

@@ -205,6 +205,11 @@ def parse(params_conf: list[str], parser: OverridesParser, stop_included: bool =
 # --- checks against the composed config -------------------------------------------------------------
 
 
+def group_choices(config: DictConfig) -> dict[str, Any]:
+    """The option of each config group a composed config was built with (hydra.runtime.choices)."""
+    return dict(OmegaConf.select(config, "hydra.runtime.choices", default={}) or {})
+
+
 def _plain_key(name: str) -> str:
     return name.lstrip("+~").split("@", 1)[0]
 

@@ -15,6 +15,10 @@ from verlsweep.study import outputs, parent_run
 from verlsweep.study.progress import Progress
 
 
+# the most of a sweep's wall time the live report's redraws may take (the final one is always drawn)
+REPORT_SHARE = 0.1
+
+
 class SweepView:
     def __init__(self, config: DictConfig, sweep_dir: Path, objectives: list[str], progress: Progress,
                  parent: str | None, report: bool = True) -> None:
@@ -39,10 +43,11 @@ class SweepView:
             self.progress.status(study, len(finished), best[0] if best else None, counts,
                                  budget.remaining(study, n_trials))
         # drawing costs seconds: with trials faster than that (runner=estimate) skip some batches, so
-        # the report takes at most a third of the sweep's time; the last one always draws. After the
+        # redrawing takes at most REPORT_SHARE of the sweep's time; the last one always draws. After the
         # batch that completes the study the loop ends and that final draw follows at once: one is enough.
         files: list[Path] = []
-        if self.report and (final or (time.monotonic() - self._report_done >= 2 * self._report_cost
+        wait = self._report_cost * (1 / REPORT_SHARE - 1)
+        if self.report and (final or (time.monotonic() - self._report_done >= wait
                                       and not budget.complete(study, n_trials))):
             t0 = time.monotonic()
             files = outputs.write_report(study, self.sweep_dir, self.objectives)
