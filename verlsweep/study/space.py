@@ -290,8 +290,8 @@ def check(space: SearchSpace, config: DictConfig, group_options: Any) -> list[Pr
         return problems
     for name, values in probes.items():
         key = _plain_key(name)
+        cfg = copy.deepcopy(base)       # one copy per param: each probe sets the same key again
         for value in values:
-            cfg = copy.deepcopy(base)
             OmegaConf.update(cfg, key, space.value(name, value), merge=False, force_add=True)
             rejected = [p for p in rules.check_rules(cfg) if p.key == key]
             if rejected:
