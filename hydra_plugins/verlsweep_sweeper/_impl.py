@@ -48,7 +48,7 @@ class VerlSweepImpl(Sweeper):
                  guide: Optional[DictConfig] = None, infer: bool = True, max_failure_rate: Optional[float] = None,
                  custom_search_space: Optional[str] = None, search_space: Optional[DictConfig] = None,
                  schedule: str = "auto", devices_per_trial: Optional[int] = None,
-                 from_study: Optional[str] = None) -> None:
+                 from_study: Optional[str] = None, report: bool = True) -> None:
         self.schedule = str(schedule)       # verlsweep.study.inflight.choose resolves it against the launcher
         self.devices_per_trial = devices_per_trial
         self.direction = direction
@@ -66,7 +66,7 @@ class VerlSweepImpl(Sweeper):
             heartbeat_interval=int(heartbeat_interval),
             grace_period=grace_period, remeasure=bool(remeasure),
             guide_top_k=int((guide or {}).get("top_k", 0) or 0), infer=bool(infer),
-            max_failure_rate=max_failure_rate, custom_search_space=custom_search_space)
+            max_failure_rate=max_failure_rate, custom_search_space=custom_search_space, report=bool(report))
         self.hydra_context: Optional[HydraContext] = None
         self.config: Optional[DictConfig] = None
         self.launcher = None

@@ -276,6 +276,9 @@ class VerlSweepSweeperConf:
     # start from another sweep's best config: a study name in `storage` or a best.yaml path; its best
     # trial's params are fixed in every trial unless this sweep sweeps or sets them (verlsweep.study.chain)
     from_study: Optional[str] = None
+    # false: no report.html nor plots/ (each draw costs seconds of plotting; trials.csv, best.yaml, the
+    # terminal and MLflow still say everything), e.g. for a CI sweep that reads only its outputs
+    report: bool = True
 
 
 def register() -> None:

@@ -40,7 +40,7 @@ def _sweep(tmp_path: Path, store: Path, fixtures: tuple[Path, Path], peak_gb: in
         "+env.VERL_STANDIN_STEP_SECONDS=0.05", "hydra/sweeper/pruner=none", "hydra.sweeper.enqueue_recipe=false",
         "hydra.sweeper.guide.top_k=0", f"hydra.sweeper.n_trials={len(order)}",
         f"hydra.sweeper.enqueue=[{','.join(order)}]", f"hydra.sweep.dir={tmp_path / 'sweep'}",
-    ], mark, multirun=True)
+    ], mark, multirun=True, report=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = list(csv.DictReader((tmp_path / "sweep" / "trials.csv").open()))
     client = MlflowClient(uri)

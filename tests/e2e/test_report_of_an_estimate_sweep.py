@@ -28,7 +28,7 @@ def estimate_sweep(tmp_path_factory):
         "hydra.sweeper.n_trials=14", "hydra.sweeper.n_jobs=2", f"{UTIL}=range(0.30,1.0,0.10)",
         f"{ESTIMATE_TP}=choice(1,8)", "verl.actor_rollout_ref.actor.fsdp_config.param_offload=true",
         "verl.actor_rollout_ref.actor.fsdp_config.optimizer_offload=false",
-        "verl.actor_rollout_ref.ref.fsdp_config.param_offload=true"], new_mark(), multirun=True)
+        "verl.actor_rollout_ref.ref.fsdp_config.param_offload=true"], new_mark(), multirun=True, report=True)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (sweep_dir,) = (cwd / "out" / "sweeps").iterdir()
     best = yaml.safe_load((sweep_dir / "best.yaml").read_text())

@@ -32,7 +32,7 @@ PARAMS = (UTIL, TP, "verl.actor_rollout_ref.actor.fsdp_config.param_offload",
           "verl.actor_rollout_ref.ref.fsdp_config.param_offload")
 # fast trials: no verl validation, no MLflow, three "steps"; runner=estimate needs no model or data
 # files, so the sweeper's check of the fixed config passes (the stand-in app never reads them)
-FAST = ["validate.verl=false", "tracking.enabled=false", "trial.steps=3", "runner=estimate"]
+FAST = ["validate.verl=false", "tracking.enabled=false", "trial.steps=3", "runner=estimate", "hydra.sweeper.report=false"]
 
 pytestmark = pytest.mark.slow
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -93,6 +93,8 @@ def test_every_sampler_runs_a_sweep_and_writes_best_config_outputs(tmp_path, sam
         assert f"{name.removeprefix('verl.')}={value if not isinstance(value, bool) else str(value)}" in launch
     assert subprocess.run(["bash", "-n", str(tmp_path / "sweep" / "best_launch.sh")]).returncode == 0
     assert "study rollout_memory.a2_64g.qwen3_8b.grpo" in proc.stdout            # the summary table
+    # hydra.sweeper.report=false (FAST): no plotting, the outputs above all the same
+    assert not (tmp_path / "sweep" / "report.html").exists() and "report:" not in proc.stdout
 
 
 def test_multi_objective_sweep_writes_the_pareto_front(tmp_path):

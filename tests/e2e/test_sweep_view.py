@@ -32,7 +32,7 @@ def estimate_sweep(tmp_path_factory, empty_mlflow_db):
     mark = new_mark()
     proc = run_sweep(cwd, ["hardware=a2_64g", "algorithm=remax", "runner=estimate", f"tracking.uri={uri}",
                            f"paths.output_root={cwd / 'out'}", f"hydra.sweeper.n_trials={N_TRIALS}",
-                           "hydra.sweeper.n_jobs=2"], mark, multirun=True)
+                           "hydra.sweeper.n_jobs=2"], mark, multirun=True, report=True)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert survivors(mark) == []
     (sweep_dir,) = (cwd / "out" / "sweeps").iterdir()

@@ -30,7 +30,7 @@ def test_the_throughput_space_runs_end_to_end_with_the_planner_from_the_recipes_
                                 "runner=estimate", "hydra.sweeper.n_trials=2", "validate.verl=false",
                                 "hydra.sweeper.guide.top_k=0",
                                 f"tracking.uri={uri}", f"paths.output_root={tmp_path / 'out'}"],
-                     new_mark(), multirun=True)
+                     new_mark(), multirun=True, report=True)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     rows = list(csv.DictReader(next(tmp_path.glob("out/sweeps/*/trials.csv")).open()))
     assert len(rows) == 2 and any(r["outcome"] == "completed" for r in rows), rows
@@ -58,7 +58,7 @@ def test_a_chained_throughput_sweep_starts_from_the_memory_best_and_reports_the_
         *tiny_overrides(tiny_model_dir, gsm8k_dir, tmp_path / "out", uri), standin_entrypoint(),
         "algorithm=grpo", "space=throughput", f"hydra.sweeper.from_study={MEMORY_STUDY}",
         "hydra.sweeper.n_trials=2", "hydra.sweeper.guide.top_k=0", "trial.steps=2", "validate.verl=false",
-        "hydra.sweeper.study_name=throughput-chained"], new_mark(), multirun=True)
+        "hydra.sweeper.study_name=throughput-chained"], new_mark(), multirun=True, report=True)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
     study = optuna.load_study(study_name="throughput-chained", storage=url)

@@ -45,8 +45,14 @@ def standin_entrypoint() -> str:
     return f"runner.entrypoint=[python,{STANDIN}]"
 
 
+# report.html and plots/ cost seconds of plotting per draw: drawn only for the tests that read them
+NO_REPORT = "hydra.sweeper.report=false"
+
+
 def run_sweep(cwd: Path, args: list[str], mark: str, *, multirun: bool = False, timeout: float = 600,
-              env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+              env: dict[str, str] | None = None, report: bool = False) -> subprocess.CompletedProcess:
+    if multirun and not report and "hydra/sweeper=basic" not in args:
+        args = [*args, NO_REPORT]
     full_env = dict(os.environ)
     full_env.pop("MLFLOW_TRACKING_URI", None)
     full_env.pop("MLFLOW_RUN_ID", None)

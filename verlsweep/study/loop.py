@@ -70,6 +70,7 @@ class Settings:
     infer: bool
     max_failure_rate: Optional[float] = None      # hydra-optuna-sweeper's keys (verlsweep.study.peer_compat)
     custom_search_space: Optional[str] = None
+    report: bool = True              # report.html and plots/ (our own task only)
     schedule: str = "batch"          # or "async" (verlsweep.study.inflight.choose picked it)
     # devices_per_trial (verlsweep.study.subsets): every trial's overrides, and each device group's
     trial_overrides: list[str] = field(default_factory=list)
@@ -188,7 +189,7 @@ class Loop:
                 chain.record(study, s.chained_from, parent, self.config)
             me.repair_runs()
             self._view = _view.SweepView(self.config, self.sweep_dir, s.objectives, self._progress, parent,
-                                         report=self.own)
+                                         report=self.own and s.report)
             links = self._link_overrides(name, url, parent) if self.own else {}
             outputs = _outputs.Outputs(self.sweep_dir, s.objectives, list(space.distributions),
                                        self.hydra.compose_launch if self.own else None, url, space.value)
