@@ -40,3 +40,22 @@ def test_a_failure_rate_is_judged_per_batch_and_per_run_of_n_jobs_asynchronous_t
     assert one_by_one.told([ok(2)])                                        # 2 of 3 failed
     lenient = FailureWatch(max_consecutive=1, max_rate=1.0, window=2)      # the rate replaces our count
     assert not any(lenient.told([bad(n)]) for n in range(6))
+
+
+def refused(n: int, *keys: str) -> Told:
+    return Told(n, "config_error", TrialState.FAIL, None, excerpt="invalid trial config", refused_keys=keys)
+
+
+def test_a_refusal_of_the_trials_own_params_is_a_finding_and_one_of_a_fixed_key_a_failure():
+    tp = "verl.actor_rollout_ref.rollout.tensor_model_parallel_size"
+    watch = FailureWatch(max_consecutive=3, max_rate=None, window=1, swept=[tp, "+trial.max_token_len_factor"])
+    # the throughput race's five refusals in a row (a TP the heads do not divide, a budget too small)
+    assert not any(watch.told([refused(n, tp, "trial.max_token_len_factor")]) for n in range(5))
+    fixed = [refused(n, "objective.metric") for n in (5, 6, 7)]             # every trial refused alike
+    assert not watch.told(fixed[:2]) and watch.told(fixed[2:])
+    mixed = FailureWatch(max_consecutive=2, max_rate=None, window=1, swept=[tp])
+    assert mixed.told([refused(0, tp, "objective.metric"), refused(1, tp, "objective.metric")])
+    no_keys = FailureWatch(max_consecutive=2, max_rate=None, window=1, swept=[tp])   # a compose error
+    assert no_keys.told([refused(0), refused(1)])
+    rate = FailureWatch(max_consecutive=5, max_rate=0.5, window=2, swept=[tp])
+    assert not rate.told([refused(0, tp), refused(1, tp)], batch=True)

@@ -110,6 +110,7 @@ def test_a_config_error_in_a_single_run_raises_naming_the_key_and_leaves_nothing
 def test_a_config_error_in_a_sweep_is_the_trials_outcome(job, launches):
     result = task.run(job([*ESTIMATE, f"{ROLLOUT}.gpu_memory_utilization=1.5"], multirun=True))
     assert result.outcome == "config_error" and f"{ROLLOUT}.gpu_memory_utilization" in result.excerpt
+    assert result.refused_keys == [f"{ROLLOUT}.gpu_memory_utilization"]     # the sweep's stop rule reads them
     assert launches == []
 
 
@@ -118,6 +119,7 @@ def test_an_input_the_runner_refuses_is_a_config_error_after_planning(job, tmp_p
         task.run(job([*ESTIMATE, "objective.metric=critic/score/mean"]))
     result = task.run(job([*ESTIMATE, "objective.metric=critic/score/mean"], multirun=True))
     assert result.outcome == "config_error" and result_file(tmp_path)["outcome"] == "config_error"
+    assert result_file(tmp_path)["refused_keys"] == ["objective.metric"]
 
 
 def test_a_dry_run_prints_the_command_with_the_verdict_and_launches_nothing(job, plans, launches, tmp_path, capsys):

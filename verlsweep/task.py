@@ -167,7 +167,8 @@ def run(cfg: DictConfig) -> Any:
     except slurm.TrialKilled as exc:                              # the scheduler's signal; the tree is stopped
         result = TrialResult(exc.outcome, excerpt=str(exc), backend=backend, duration_s=time.monotonic() - started)
     except ConfigError as exc:                                    # the runner refused its input
-        result = TrialResult("config_error", excerpt=str(exc), backend=backend)
+        result = TrialResult("config_error", excerpt=str(exc), backend=backend,
+                             refused_keys=[p.key for p in exc.problems])
         if not multirun:
             _finish(tracked, result, None, out, metric, reason="config error")
             raise
@@ -279,7 +280,7 @@ def _config_error(cfg: DictConfig, exc: ConfigError, out: Path, started: float) 
     """A multirun trial the config rules rejected: tracked as outcome config_error, nothing launched.
     Nothing was prepared, so the few keys it needs are read from the config itself."""
     result = TrialResult("config_error", excerpt=str(exc), backend=str(cfg.runner.name),
-                         duration_s=time.monotonic() - started)
+                         duration_s=time.monotonic() - started, refused_keys=[p.key for p in exc.problems])
     log.error("trial rejected: %s", exc)
     tracked = _start_tracking(cfg, knobs.knobs(cfg, knobs.job_overrides())) if cfg.tracking.enabled else None
     if tracked is not None:

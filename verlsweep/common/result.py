@@ -52,6 +52,9 @@ class TrialResult:
     # where an `oom` happened, when the log tells (FAILURE_PHASES); None: not known. What one OOM proves
     # about its neighbours depends on it (verlsweep.infer.rules)
     failure_phase: str | None = None
+    # config_error: the config keys the trial rules refused (verlsweep.common.errors.Problem.key); a
+    # sweep does not count a refusal of its own params' values as a broken environment (study.failures)
+    refused_keys: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.outcome not in OUTCOMES:

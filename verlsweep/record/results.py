@@ -72,6 +72,7 @@ class Told:
     state: TrialState
     values: list[float] | None
     excerpt: str | None = None
+    refused_keys: tuple[str, ...] = ()      # TrialResult.refused_keys
 
     @property
     def failed(self) -> bool:
@@ -202,7 +203,7 @@ def tell(study: optuna.Study, trial: optuna.Trial, ret: JobReturn | None, object
     tell_state(study, trial, state=TrialState.FAIL)
     if result.outcome in RERUN_OUTCOMES:
         budget.rerun_once(study, trial)
-    return Told(trial.number, result.outcome, TrialState.FAIL, None, result.excerpt)
+    return Told(trial.number, result.outcome, TrialState.FAIL, None, result.excerpt, tuple(result.refused_keys))
 
 
 def _tell(study: optuna.Study, trial: optuna.Trial, values: list[float], result: TrialResult,

@@ -2,7 +2,10 @@
 
 Ours: `max_consecutive_failures` failed trials in a row (a trial with a result resets the count; one
 with no result, our task's dry run, neither counts nor resets; another app's task that returns None
-fails, as with hydra-optuna-sweeper). hydra-optuna-sweeper's,
+fails, as with hydra-optuna-sweeper). A config_error whose refused keys are all swept params is the trial
+rules' finding about those values (a TP the heads do not divide, a token budget below the longest
+sequence), as an OOM is: it does not count; one naming a fixed key (objective.metric=perf/nope, a
+missing path) is the sweep's own config, failing every trial alike, and does. hydra-optuna-sweeper's,
 when `max_failure_rate` is set, replaces it: each batch of `n_jobs` trials told is judged on its share
 of failures (its _impl.py checks every batch). Asynchronous trials have no batches, so each run of
 `n_jobs` trials told in turn is one.
@@ -10,14 +13,16 @@ of failures (its _impl.py checks every batch). Asynchronous trials have no batch
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Iterable, Optional
 
 from verlsweep.record import results
 from verlsweep.study import peer_compat
 
 
 class FailureWatch:
-    def __init__(self, max_consecutive: int, max_rate: Optional[float], window: int) -> None:
+    def __init__(self, max_consecutive: int, max_rate: Optional[float], window: int,
+                 swept: Iterable[str] = ()) -> None:
+        self.swept = {name.lstrip("+~") for name in swept}     # the space's param names
         self.max_consecutive = max_consecutive
         self.max_rate = max_rate
         self.window = max(1, window)
@@ -29,7 +34,7 @@ class FailureWatch:
         """Count trials as they are told; True once the sweep must start no more trials. `batch`: these
         are one whole batch (the rate is judged on them, not on a window)."""
         for t in told:
-            if t.failed:
+            if self.failed(t):
                 self._in_a_row.append(t)
             elif t.outcome != results.NO_RESULT:
                 self._in_a_row.clear()
@@ -41,9 +46,14 @@ class FailureWatch:
         if not batch and len(self._pending) < self.window:
             return bool(self.stopped_by)
         judged, self._pending = self._pending, []
-        if peer_compat.failure_rate_exceeded(judged, self.max_rate):
-            self.stopped_by = [t for t in judged if t.failed]
+        if peer_compat.failure_rate_exceeded(judged, self.max_rate, self.failed):
+            self.stopped_by = [t for t in judged if self.failed(t)]
         return bool(self.stopped_by)
+
+    def failed(self, t: results.Told) -> bool:
+        """A failure as this rule counts one: Told.failed, but a refusal of the trial's own params."""
+        refused_params = t.outcome == "config_error" and bool(t.refused_keys) and set(t.refused_keys) <= self.swept
+        return t.failed and not refused_params
 
     def message(self, trials_csv: Path, resumable: bool) -> str:
         failures = self.stopped_by

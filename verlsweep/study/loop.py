@@ -288,7 +288,8 @@ class Loop:
     def _loop(self, study: optuna.Study, space: _space.SearchSpace, n_trials: int, links: dict[str, Any],
               outputs: _outputs.Outputs, started: float, heartbeat: create.Heartbeat,
               me: _session.SweepSession) -> None:
-        watch = FailureWatch(self.s.max_consecutive_failures, self.s.max_failure_rate, self.s.n_jobs)
+        watch = FailureWatch(self.s.max_consecutive_failures, self.s.max_failure_rate, self.s.n_jobs,
+                             swept=space.distributions)
         if self.s.schedule == "async":
             return self._loop_async(study, space, n_trials, links, outputs, started, heartbeat, me, watch)
         waited = False

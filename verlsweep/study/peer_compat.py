@@ -131,9 +131,10 @@ def check_rate(rate: float | None) -> list[Problem]:
     return []
 
 
-def failure_rate_exceeded(told: list[Told], rate: float) -> bool:
-    """The peer's rule, per batch: more of the batch's trials failed than `rate` allows."""
-    failed = [t for t in told if t.failed]
+def failure_rate_exceeded(told: list[Told], rate: float,
+                          failed_: Callable[[Told], bool] = lambda t: t.failed) -> bool:
+    """The peer's rule, per batch: more of the batch's trials failed (`failed_`) than `rate` allows."""
+    failed = [t for t in told if failed_(t)]
     return bool(told) and len(failed) / len(told) > float(rate)
 
 
