@@ -48,8 +48,8 @@ Baselines have no planner, no reuse and no pruner: what a plain Optuna/Hydra swe
 --space throughput races the same methods, budget and cost model on the planner landscapes over the
 throughput space instead (sweeps/throughput.yaml, chained from each memory landscape's best config;
 benchmarks/throughput_landscapes.py). There a config the trial rules refuse costs nothing: our sweeper
-tells it as it really does (config_error, a failure: max_consecutive_failures of them in a row stop
-it), a baseline as it tells an OOM. Two more columns: refused proposals and sweeps stopped.
+tells it as it really does (config_error: a failure toward max_consecutive_failures only where a rule
+names a key the sweep does not sweep, verlsweep/study/failures.py), a baseline as it tells an OOM. Two more columns: refused proposals and sweeps stopped.
 
 Modules: benchmarks/search_landscapes.py (the space and the landscapes), benchmarks/search_methods.py
 (the methods and one sweep of each, with the cost model); this one races them and prints the table.

@@ -68,8 +68,9 @@ class Landscape:
     space_lines: tuple[str, ...] = tuple(SPACE_LINES)
     knobs: tuple[str, ...] = KNOBS
     recipe: dict = field(default_factory=lambda: dict(RECIPE))
-    # configs the trial rules refuse before launch (verlsweep.command.rules.check_rules): not in `truth`
-    refused: frozenset = frozenset()
+    # configs the trial rules refuse before launch (verlsweep.command.rules.check_rules), each with the
+    # keys the rules name: not in `truth`
+    refused: dict[tuple, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def best(self) -> float:

@@ -23,6 +23,7 @@ from hydra_plugins.verlsweep_sweeper.config import (BoundarySamplerConfig, Guide
 from verlsweep.common.names import RULED_OUT_ATTR  # noqa: E402
 from verlsweep.common.result import TrialResult  # noqa: E402
 from verlsweep.infer.evidence import proof_of_failure  # noqa: E402
+from verlsweep.study.failures import FailureWatch  # noqa: E402
 from verlsweep.study_link import pruner_from_spec  # noqa: E402
 
 from search_landscapes import STEPS, WORLD, Landscape, Truth, all_configs  # noqa: E402
@@ -36,7 +37,8 @@ TARGET = 0.97                  # of the best feasible tok/s: a sweep is done onc
 STARTUP_S = 240.0
 MAX_ASKS = 200                 # proposals per run (reused and vetoed ones cost no device time)
 # our sweeper stops after this many failed trials in a row (verlsweep/study/failures.py); a config the
-# trial rules refuse is one (outcome config_error, told FAIL: verlsweep/study/loop.py _prepare, task.py)
+# trial rules refuse (outcome config_error, told FAIL: verlsweep/task.py) is one only where a rule names
+# a key the sweep does not sweep (FailureWatch.failed)
 MAX_CONSECUTIVE_FAILURES = VerlSweepSweeperConf().max_consecutive_failures
 # the guide's predictions per (landscape name, seed), computed once for both guided methods
 # (search_efficiency.py fills it before the race's workers fork; absent: computed in the run)
@@ -72,6 +74,7 @@ def _drive(study: optuna.Study, land: Landscape, sp: _space.SearchSpace, target:
 
     def run(hours: float | None, stopped: bool = False) -> Run:
         return Run(hours, launched, reused, vetoed, ooms, refused, stopped)
+    watch = FailureWatch(MAX_CONSECUTIVE_FAILURES, None, 1, swept=sp.distributions)   # its failed(): the rule
 
     for _ in range(MAX_ASKS):
         if spent >= budget:
@@ -91,8 +94,10 @@ def _drive(study: optuna.Study, land: Landscape, sp: _space.SearchSpace, target:
             # user's objective catches the ConfigError), never stopping
             refused += 1
             if guided:
-                _results.tell(study, trial, None, ["objective"], result=TrialResult("config_error"))
-                in_a_row += 1
+                keys = list(land.refused[land.key(params)])
+                told_ = _results.tell(study, trial, None, ["objective"],
+                                      result=TrialResult("config_error", refused_keys=keys))
+                in_a_row = in_a_row + 1 if watch.failed(told_) else 0
                 if in_a_row >= MAX_CONSECUTIVE_FAILURES:
                     return run(None, stopped=True)
             elif told == "constraint":

@@ -101,8 +101,9 @@ def _build(name: str, overrides: list[str], seed: int, tok_error: float, mem_err
         OmegaConf.update(cfg, n, yaml.safe_load(str(value)), force_add=True)      # sets them (guide.plan_inputs)
     cal = load_calibration(cfg)
     hidden, mem_factor, note = hidden_errors(cal, seed, tok_error, mem_error)
-    truth, refused, params_list, inputs = {}, set(), [], []
-    same: dict[tuple, tuple] = {}             # one trial's signature -> (truth or None: refused, inputs)
+    truth, refused, params_list, inputs = {}, {}, [], []
+    # one trial's signature -> (truth, or the keys the rules refuse, inputs)
+    same: dict[tuple, tuple] = {}
     last: dict[str, object] = {}
     for p in all_configs(sp):
         shown = {n: sp.value(n, v) for n, v in p.items()}
@@ -114,11 +115,12 @@ def _build(name: str, overrides: list[str], seed: int, tok_error: float, mem_err
         sig = (*(v for n, v in shown.items() if n != _CAPTURE_PARAM), repr(sizes))
         if sig not in same:
             inp = from_cfg(cfg)
-            same[sig] = (None if check_rules(cfg) else true_verdict(inp, hidden, mem_factor), inp)
+            problems = check_rules(cfg)
+            same[sig] = (tuple(pr.key for pr in problems) if problems else true_verdict(inp, hidden, mem_factor), inp)
         verdict, inp = same[sig]
         k = tuple(p[n] for n in knobs)
-        if verdict is None:
-            refused.add(k)
+        if isinstance(verdict, tuple):
+            refused[k] = verdict
         else:
             truth[k] = verdict
         params_list.append(p)
@@ -128,7 +130,7 @@ def _build(name: str, overrides: list[str], seed: int, tok_error: float, mem_err
     predictions = {tuple(pr.params[n] for n in knobs): pr for pr in _guide.predict(guide)}
     recipe_truth = truth.get(tuple(recipe[n] for n in knobs))
     land = Landscape(name, truth, predictions, guide=guide, mem_factor=mem_factor, space_lines=tuple(lines),
-                     knobs=knobs, recipe=recipe, refused=frozenset(refused))
+                     knobs=knobs, recipe=recipe, refused=refused)
     near = recipe_truth.tok_s / land.best if recipe_truth is not None and recipe_truth.tok_s else 0.0
     util, tp, *offloads = fixed.values()
     start = f"util {util}, TP {tp}, offload actor params/optimizer/ref params {'/'.join('yn'[not o] for o in offloads)}"
@@ -139,7 +141,7 @@ def _build(name: str, overrides: list[str], seed: int, tok_error: float, mem_err
 
 def _check(land: Landscape) -> None:
     """What the benchmark relies on: the truth holds only configs the rules let launch."""
-    assert not land.refused & set(land.truth), "a refused config has a truth"
+    assert not set(land.refused) & set(land.truth), "a refused config has a truth"
     print(f"{land.name}: {len(land.truth)} valid, {len(land.refused)} refused; {land.note}")
 
 
