@@ -431,12 +431,12 @@ class Loop:
             return self._tell_ruled_out(study, trial, proven), None
         if proven is not None:        # launched all the same: it measures the throughput
             trial.set_user_attr(PROVEN_FIT_ATTR, proven.trial)
-        shape = compose_shape(overrides, _space.group_choices(self.config))
         try:
-            # another app's job composes once, in the launcher (as with the peer)
-            if self.own and shape not in self._composed:
-                self.hydra.validate(overrides)
-                self._composed.add(shape)
+            if self.own:      # another app's job composes once, in the launcher (as with the peer)
+                shape = compose_shape(overrides, _space.group_choices(self.config))
+                if shape not in self._composed:
+                    self.hydra.validate(overrides)
+                    self._composed.add(shape)
         except Exception as exc:  # noqa: BLE001 - a trial that cannot compose is this trial's outcome
             result = TrialResult("config_error", excerpt=f"{type(exc).__name__}: {exc}")
             return self._tell(study, trial, None, result), None
