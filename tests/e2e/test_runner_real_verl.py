@@ -7,6 +7,7 @@ trainer; the v1 trainer needs TransferQueue storage units that a 2-core box cann
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -27,7 +28,7 @@ def test_real_verl_without_accelerators_is_no_devices_and_leaves_no_process(tiny
     offline = {"HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     proc = run_sweep(tmp_path, [*tiny_overrides(tiny_model_dir, gsm8k_dir, tmp_path / "out", store),
                                 "algorithm=remax", "verl.data.max_prompt_length=256", "runner=verl",
-                                "runner.startup_timeout=300"], mark, env=offline, timeout=400)
+                                "runner.startup_timeout=300"], mark, env=offline, timeout=400, verl_check=True)
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]      # a single run that failed
     assert "trial no_devices" in proc.stdout
     assert "runner=estimate" in proc.stdout                                      # what to do instead
@@ -36,6 +37,10 @@ def test_real_verl_without_accelerators_is_no_devices_and_leaves_no_process(tiny
     text = log.read_text()
     assert "Started a local Ray instance" in text        # Ray really ran, so the survivor check means something
     assert "Connecting to existing Ray cluster" not in text
+    # remax runs verl's legacy trainer (main_ppo_v0.TaskRunner), not TaskRunnerV1: the command says so and verl did
+    (command,) = (tmp_path / "out").rglob("command.json")
+    assert "trainer.use_v1=False" in json.loads(command.read_text())["argv"]
+    assert "ray::TaskRunner.run()" in text
 
     client = MlflowClient(store)
     (run,) = client.search_runs([e.experiment_id for e in client.search_experiments()])
@@ -63,7 +68,7 @@ def _grpo_v1(tiny_model_dir, gsm8k_dir, tmp_path, store, *extra: str) -> list[st
 def test_real_verl_v1_with_too_few_cpus_is_refused_before_launch(tiny_model_dir, gsm8k_dir, store, tmp_path):
     mark = new_mark()
     proc = run_sweep(tmp_path, _grpo_v1(tiny_model_dir, gsm8k_dir, tmp_path, store, "plan.enforce=true"), mark,
-                     timeout=300)
+                     timeout=300, verl_check=True)
     assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr[-3000:]
     cpus = len(os.sched_getaffinity(0))
     assert "asks for 34" in proc.stderr and f"has {cpus}" in proc.stderr  # demand and CPUs found
@@ -82,7 +87,7 @@ def test_real_verl_v1_with_too_few_cpus_ends_unschedulable_when_launched_anyway(
     # ray_init.num_cpus=2 gives verl's Ray this box's 2 CPUs on any machine
     proc = run_sweep(tmp_path, _grpo_v1(tiny_model_dir, gsm8k_dir, tmp_path, store, "plan.enforce=false",
                                         "runner.schedule_timeout=60", "verl.ray_kwargs.ray_init.num_cpus=2"),
-                     mark, env=offline, timeout=400)
+                     mark, env=offline, timeout=400, verl_check=True)
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "trial unschedulable" in proc.stdout
     # launch -> stopped: verl's start-up on a loaded 2-core box (~60 s) and one probe, not startup_timeout's hour
