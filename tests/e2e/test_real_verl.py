@@ -191,16 +191,6 @@ def test_fixtures_load_with_transformers(tiny_model_dir: Path, gsm8k_dir: Path) 
 
 @pytest.mark.slow
 @pytest.mark.timeout(VERL_TIMEOUT_S + 60)
-def test_real_verl_remax_legacy_reaches_device_check(tiny_model_dir: Path, gsm8k_dir: Path, tmp_path: Path) -> None:
-    overrides = composed_overrides("remax", tiny_model_dir, gsm8k_dir)
-    assert "trainer.use_v1=False" in overrides and "actor_rollout_ref.rollout.gpu_memory_utilization=0.6" in overrides
-    rc, output, leftovers = _run_verl(overrides, tmp_path)
-    _assert_reached_device_check(rc, output, leftovers)
-    assert "ray::TaskRunner.run()" in output  # the legacy main_ppo_v0.TaskRunner, not TaskRunnerV1
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(VERL_TIMEOUT_S + 60)
 def test_real_verl_grpo_v1_reaches_device_check(tiny_model_dir: Path, gsm8k_dir: Path, tmp_path: Path) -> None:
     overrides = composed_overrides("grpo", tiny_model_dir, gsm8k_dir, _SMALL_BOX_V1)
     rc, output, leftovers = _run_verl(overrides, tmp_path)
