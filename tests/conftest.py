@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,22 @@ from tests.support.trial_helpers import copy_store, serve
 # new shape. The suite plans with the analytic formula, in this process and in the sweeps it starts, unless
 # a test asks for the trace (tests/test_trainer_trace.py).
 os.environ.setdefault("VERLSWEEP_PLAN_TRAINER", "analytic")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """One verlsweep cache directory for the whole run (verlsweep.common.disk_cache), empty at its start
+    and shared by the xdist workers and every process they start, as one machine's is: nothing read from
+    or left in the user's ~/.cache, and no run faster for what an earlier run cached."""
+    if hasattr(config, "workerinput") or "VERLSWEEP_CACHE" in os.environ:
+        return                                     # a worker: the controller set it before starting them
+    os.environ["VERLSWEEP_CACHE"] = config._verlsweep_cache = tempfile.mkdtemp(prefix="verlsweep-cache-")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    made = getattr(config, "_verlsweep_cache", None)
+    if made:
+        shutil.rmtree(made, ignore_errors=True)
+        os.environ.pop("VERLSWEEP_CACHE", None)
 
 
 # Tests that start Ray or Slurm daemons run one at a time on one pytest-xdist worker (`--dist loadgroup`,

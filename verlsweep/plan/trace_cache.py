@@ -3,24 +3,22 @@ shape once per machine.
 
 A result is one small JSON file named by the hash of everything that changes it: the model's Hugging
 Face config, what the pass runs, the tracer's version and the installed torch / transformers (whose
-kernels and model code are what is traced). The directory is $VERLSWEEP_CACHE/trace, by default
-$XDG_CACHE_HOME/verlsweep/trace (~/.cache/verlsweep/trace).
+kernels and model code are what is traced). The directory is `trace` in verlsweep's cache directory
+(verlsweep.common.disk_cache: $VERLSWEEP_CACHE, by default ~/.cache/verlsweep).
 """
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from verlsweep.common import disk_cache
+
 
 def cache_dir() -> Path:
-    root = os.environ.get("VERLSWEEP_CACHE")
-    if not root:
-        root = str(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "verlsweep")
-    return Path(root).expanduser() / "trace"
+    return disk_cache.root() / "trace"
 
 
 def _version(dist: str) -> str:
@@ -47,9 +45,5 @@ def load(name: str) -> dict[str, Any] | None:
 
 
 def store(name: str, result: dict[str, Any]) -> None:
-    """Write atomically (a sibling temp file renamed into place): trials of one sweep run at once."""
-    directory = cache_dir()
-    directory.mkdir(parents=True, exist_ok=True)
-    tmp = directory / f".{name}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps(result, sort_keys=True))
-    os.replace(tmp, directory / f"{name}.json")
+    """Written atomically: trials of one sweep trace at once."""
+    disk_cache.write_atomic(cache_dir() / f"{name}.json", json.dumps(result, sort_keys=True))

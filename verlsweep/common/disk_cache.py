@@ -1,0 +1,22 @@
+"""verlsweep's cache directory on this machine: $VERLSWEEP_CACHE, by default $XDG_CACHE_HOME/verlsweep
+(~/.cache/verlsweep). Entries are small files named by a hash of everything that changes them, written
+atomically: trials and sweeps on one machine read and write them at the same time."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def root() -> Path:
+    configured = os.environ.get("VERLSWEEP_CACHE")
+    if not configured:
+        configured = str(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "verlsweep")
+    return Path(configured).expanduser()
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """A sibling temp file renamed into place: a reader sees the old file, the new one or none."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
+    tmp.write_text(text)
+    os.replace(tmp, path)
