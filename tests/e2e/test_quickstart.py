@@ -150,6 +150,21 @@ def test_the_setup_installs_again_only_when_pyproject_changes(tmp_path):
     assert len(installs()) == 2 * len(first)
 
 
+@pytest.mark.parametrize("dont_write", ["", "1"], ids=["bytecode-cached-on-import", "PYTHONDONTWRITEBYTECODE"])
+def test_pip_compiles_at_install_only_where_python_may_not_cache_bytecode_itself(tmp_path, dont_write):
+    repo = _copy_repo(tmp_path / "clone", only=(SCRIPT, "pyproject.toml"))
+    venv = _overlay_venv(tmp_path / "venv", fake_pip=True)
+    env = {k: v for k, v in _env(VERLSWEEP_VENV=str(venv), VERLSWEEP_TORCH_INDEX="pypi").items()
+           if k != "PYTHONDONTWRITEBYTECODE"}
+    if dont_write:
+        env["PYTHONDONTWRITEBYTECODE"] = dont_write
+    proc = _run(repo, "test", "--version", env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    _, torch, project = [c["args"] for c in _pip_calls(venv) if "install" in c["args"]]
+    expected = "--compile" if dont_write else "--no-compile"
+    assert expected in torch and expected in project
+
+
 def test_npu_installs_the_npu_extra_into_the_current_python_and_pins_its_torch(tmp_path):
     repo = _copy_repo(tmp_path / "clone", only=(SCRIPT, "pyproject.toml"))
     python = _overlay_venv(tmp_path / "image", fake_pip=True)
