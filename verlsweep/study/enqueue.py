@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from verlsweep.study.space import SearchSpace, SearchSpaceError
+from verlsweep.study.space import SearchSpace, SearchSpaceError, config_key
 from verlsweep.common.errors import Problem
 
 log = logging.getLogger(__name__)
@@ -20,7 +20,7 @@ def recipe(config: DictConfig, space: SearchSpace) -> dict[str, Any] | None:
     choices = OmegaConf.select(config, "hydra.runtime.choices", default={}) or {}
     found = {}
     for name, dist in space.distributions.items():
-        key = name.lstrip("+~")
+        key = config_key(name)
         value = choices.get(key) if key in choices else OmegaConf.select(config, key, default=None)
         try:
             if value is not None and dist._contains(dist.to_internal_repr(value)):

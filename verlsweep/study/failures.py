@@ -17,12 +17,13 @@ from typing import Iterable, Optional
 
 from verlsweep.record import results
 from verlsweep.study import peer_compat
+from verlsweep.study.space import config_key
 
 
 class FailureWatch:
     def __init__(self, max_consecutive: int, max_rate: Optional[float], window: int,
                  swept: Iterable[str] = ()) -> None:
-        self.swept = {name.lstrip("+~") for name in swept}     # the space's param names
+        self.swept = {config_key(name) for name in swept}     # the keys the space's params set
         self.max_consecutive = max_consecutive
         self.max_rate = max_rate
         self.window = max(1, window)

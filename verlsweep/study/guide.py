@@ -39,7 +39,7 @@ from optuna.distributions import CategoricalDistribution
 
 from verlsweep.common.names import FITS
 from verlsweep.common.distributions import discrete_values
-from verlsweep.study.space import SearchSpace, group_choices
+from verlsweep.study.space import SearchSpace, config_key, group_choices
 
 log = logging.getLogger(__name__)
 
@@ -148,9 +148,9 @@ def needs_compose(config: DictConfig, space: SearchSpace) -> bool:
     only a compose knows the trial's config): a swept one, or a fixed one the sweep's params set to
     another option (a command-line group override is composed into the config the sweeper gets)."""
     choices = group_choices(config)
-    if any(n.lstrip("+~") in choices for n in space.distributions):
+    if any(config_key(n) in choices for n in space.distributions):
         return True
-    return any(str(choices[k]) != str(v) for k, v in ((n.lstrip("+~"), v) for n, v in space.fixed.items())
+    return any(str(choices[k]) != str(v) for k, v in ((config_key(n), v) for n, v in space.fixed.items())
                if k in choices)
 
 
@@ -217,11 +217,11 @@ def plan_inputs(config: DictConfig, space: SearchSpace, params_list: Sequence[di
         # the sweep's fixed overrides are part of every trial's config (its group options already are)
         choices = group_choices(config)
         for name, value in space.fixed.items():
-            if name.lstrip("+~") not in choices:
-                OmegaConf.update(base, name.lstrip("+~"), yaml.safe_load(str(value)), force_add=True)
+            if config_key(name) not in choices:
+                OmegaConf.update(base, config_key(name), yaml.safe_load(str(value)), force_add=True)
         # Every candidate sets every swept key: one plain tree is updated in place, with only the
         # swept keys and the interpolations that follow them resolved again.
-        swept = [n.lstrip("+~") for n in space.distributions]
+        swept = [config_key(n) for n in space.distributions]
         dependents = [p for p in _dependents(base, swept) if p.split(".", 1)[0] in READ]
         tree = tree_of(base)
     inputs = []
@@ -234,9 +234,9 @@ def plan_inputs(config: DictConfig, space: SearchSpace, params_list: Sequence[di
                 inputs.append(from_cfg(compose(space.overrides(params))))
                 continue
             for name, value in shown.items():
-                _put(tree, name.lstrip("+~"), value)
+                _put(tree, config_key(name), value)
                 if dependents:
-                    OmegaConf.update(base, name.lstrip("+~"), value, force_add=True)
+                    OmegaConf.update(base, config_key(name), value, force_add=True)
             for path in dependents:
                 _put(tree, path, plain(OmegaConf.select(base, path)))
             inputs.append(from_tree(tree))

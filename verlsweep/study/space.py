@@ -210,7 +210,8 @@ def group_choices(config: DictConfig) -> dict[str, Any]:
     return dict(OmegaConf.select(config, "hydra.runtime.choices", default={}) or {})
 
 
-def _plain_key(name: str) -> str:
+def config_key(name: str) -> str:
+    """The config key a param sets: its name without Hydra's `+`/`~` and any `@package`."""
     return name.lstrip("+~").split("@", 1)[0]
 
 
@@ -252,7 +253,7 @@ def check(space: SearchSpace, config: DictConfig, group_options: Any) -> list[Pr
     problems: list[Problem] = []
     probes: dict[str, list[Any]] = {}
     for name in [*space.distributions, *space.fixed]:
-        key = _plain_key(name)
+        key = config_key(name)
         pkey = f"{PARAMS_KEY}.{name}"
         options = group_options(key)
         dist = space.distributions.get(name)
@@ -289,7 +290,7 @@ def check(space: SearchSpace, config: DictConfig, group_options: Any) -> list[Pr
     except Exception:  # noqa: BLE001 - not a verlsweep trial config (no hardware/model): no rules to apply
         return problems
     for name, values in probes.items():
-        key = _plain_key(name)
+        key = config_key(name)
         cfg = copy.deepcopy(base)       # one copy per param: each probe sets the same key again
         for value in values:
             OmegaConf.update(cfg, key, space.value(name, value), merge=False, force_add=True)
