@@ -25,6 +25,7 @@ from verlsweep.common.names import (COMMAND_JSON, COMMAND_SH, EDGE_PROBE, EDGE_P
                                     EXCERPT_FILE, FILE_LOGGER_ENV, JOB_DIR_ATTR, METRICS_FILE, RESULT_FILE,
                                     RUN_ID_ATTR, TRIAL_DIR_ENV)
 from verlsweep.common.errors import ConfigError, MissingPath, Problem
+from verlsweep.common.files import write_atomic
 from verlsweep.common.result import TrialResult
 from verlsweep.common import slurm
 from verlsweep.prepare import PreparedTrial, prepare
@@ -189,10 +190,7 @@ def run(cfg: DictConfig) -> Any:
 def _write_result(result: TrialResult, out: Path) -> None:
     """The trial's own record of its outcome: a sweep that dies before telling it loses nothing, the
     next one on the study reads it (verlsweep.reconcile)."""
-    path = out / RESULT_FILE
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(result.to_dict(), default=str) + "\n")
-    tmp.replace(path)
+    write_atomic(out / RESULT_FILE, json.dumps(result.to_dict(), default=str) + "\n")
 
 
 def refusal(prepared: PreparedTrial) -> TrialResult | None:

@@ -87,7 +87,7 @@ def _composed_defaults() -> DictConfig:
     if not isinstance(cfg, DictConfig):
         cfg = compose_dir(config_dir(), "ppo_trainer", [])
         try:
-            disk_cache.write_atomic(path, json.dumps(OmegaConf.to_container(cfg, resolve=False)))
+            disk_cache.store(path, json.dumps(OmegaConf.to_container(cfg, resolve=False)))
         except OSError:
             pass            # a read-only home: compose again next time
         return cfg

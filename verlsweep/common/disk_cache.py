@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from verlsweep.common.files import write_atomic
+
 
 def root() -> Path:
     configured = os.environ.get("VERLSWEEP_CACHE")
@@ -14,9 +16,7 @@ def root() -> Path:
     return Path(configured).expanduser()
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """A sibling temp file renamed into place: a reader sees the old file, the new one or none."""
+def store(path: Path, text: str) -> None:
+    """Write a cache entry (its directory made when missing), atomically."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    write_atomic(path, text)

@@ -46,4 +46,4 @@ def load(name: str) -> dict[str, Any] | None:
 
 def store(name: str, result: dict[str, Any]) -> None:
     """Written atomically: trials of one sweep trace at once."""
-    disk_cache.write_atomic(cache_dir() / f"{name}.json", json.dumps(result, sort_keys=True))
+    disk_cache.store(cache_dir() / f"{name}.json", json.dumps(result, sort_keys=True))

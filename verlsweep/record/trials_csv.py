@@ -7,24 +7,15 @@ from __future__ import annotations
 
 import csv
 import io
-import os
 from pathlib import Path
 from typing import Any, Callable
 
 import optuna
 from optuna.trial import FrozenTrial
 
+from verlsweep.common.files import write_atomic
 from verlsweep.common.names import FAILURE_PHASE_ATTR, OVER_BUDGET_ATTR, REUSED_FROM_ATTR, RULED_OUT_ATTR
 from verlsweep.reconcile.check import TRIALS_CSV, outcome
-
-
-def write_atomic(path: Path, text: str, mode: int | None = None) -> None:
-    """Replace atomically: a reader (or a second sweep process) never sees half a file."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    if mode is not None:
-        tmp.chmod(mode)
-    tmp.replace(path)
 
 
 def reportable(trials: list[FrozenTrial]) -> list[FrozenTrial]:

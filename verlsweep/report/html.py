@@ -7,6 +7,7 @@ import html
 from pathlib import Path
 from typing import Any
 
+from verlsweep.common.files import write_atomic
 from verlsweep.common.names import FROM_STUDY_ATTR
 from verlsweep.report.data import PREDICTED_PEAK, PREDICTED_TOK_S, Row, Sweep
 from verlsweep.report.frontier import Combo, Side, combos, region_text
@@ -186,7 +187,5 @@ def write(sweep: Sweep, out_dir: Path) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     plots = draw(sweep, out_dir)
     path = out_dir / REPORT_HTML
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(render(sweep, plots, out_dir))
-    tmp.replace(path)
+    write_atomic(path, render(sweep, plots, out_dir))
     return [path, *(p.png for p in plots if p.png is not None)]

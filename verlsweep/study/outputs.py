@@ -23,7 +23,8 @@ from verlsweep.common.labels import knob_tokens, not_launched, short, show
 from verlsweep.common.names import OVERRIDES_ATTR, PLACEHOLDER_ATTR, REUSED_FROM_ATTR, RULED_OUT_ATTR
 from verlsweep.reconcile.check import TRIALS_CSV, outcome
 from verlsweep.record.budget import budget_trials
-from verlsweep.record.trials_csv import reportable, write_atomic, write_trials
+from verlsweep.common.files import write_atomic
+from verlsweep.record.trials_csv import reportable, write_trials
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ from optuna.trial import FrozenTrial
 
 from verlsweep.common.errors import Problem
 from verlsweep.record.results import Told
-from verlsweep.record.trials_csv import write_atomic
+from verlsweep.common.files import write_atomic
 from verlsweep.study.space import SearchSpace, SearchSpaceError
 
 log = logging.getLogger(__name__)

@@ -24,6 +24,7 @@ from typing import Any, Iterable
 
 import psutil
 
+from verlsweep.common.files import write_atomic
 from verlsweep.common.names import PROCESSES_FILE
 from verlsweep.common.processes import is_alive, own_processes, same_start
 from verlsweep.trial.supervise import MARK_ENV, RAY_TMP_PREFIX, remove_tree, signal_all, wait_gone
@@ -51,9 +52,7 @@ class Identity:
 
     def write(self, trial_dir: Path) -> Path:
         path = trial_dir / PROCESSES_FILE
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
-        tmp.replace(path)
+        write_atomic(path, json.dumps(self.to_dict(), indent=1) + "\n")
         return path
 
 
