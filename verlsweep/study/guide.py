@@ -216,9 +216,9 @@ def plan_inputs(config: DictConfig, space: SearchSpace, params_list: Sequence[di
     if not composed:
         # the sweep's fixed overrides are part of every trial's config (its group options already are)
         choices = group_choices(config)
-        for name, value in space.fixed.items():
-            if config_key(name) not in choices:
-                OmegaConf.update(base, config_key(name), yaml.safe_load(str(value)), force_add=True)
+        for key, value in ((config_key(n), v) for n, v in space.fixed.items()):
+            if key not in choices:
+                OmegaConf.update(base, key, yaml.safe_load(str(value)), force_add=True)
         # Every candidate sets every swept key: one plain tree is updated in place, with only the
         # swept keys and the interpolations that follow them resolved again.
         swept = [config_key(n) for n in space.distributions]
@@ -233,10 +233,10 @@ def plan_inputs(config: DictConfig, space: SearchSpace, params_list: Sequence[di
                     return None
                 inputs.append(from_cfg(compose(space.overrides(params))))
                 continue
-            for name, value in shown.items():
-                _put(tree, config_key(name), value)
+            for key, value in ((config_key(n), v) for n, v in shown.items()):
+                _put(tree, key, value)
                 if dependents:
-                    OmegaConf.update(base, config_key(name), value, force_add=True)
+                    OmegaConf.update(base, key, value, force_add=True)
             for path in dependents:
                 _put(tree, path, plain(OmegaConf.select(base, path)))
             inputs.append(from_tree(tree))
