@@ -58,14 +58,16 @@ def _module_fixture(item: pytest.Item) -> str | None:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Spread the suite over the xdist workers: the Ray/Slurm tests in one group; the tests sharing a
     module-scoped fixture in one group each, so the fixture (often a whole sweep) is built once rather than
-    once per worker; and the slow tests first, so the long ones start early and the quick ones fill the end
-    (`-n 0` runs them in this order too)."""
+    once per worker. Order (xdist hands out the groups in it: `--no-loadscope-reorder`, pyproject.toml): the
+    Ray/Slurm group first, as its tests mostly wait on daemons and jobs while the other worker's use the CPU;
+    then the other slow tests, so the long ones start early and the quick ones fill the end (`-n 0` runs them
+    in this order too)."""
     for item in items:
         if item.path.name in ONE_AT_A_TIME:
             item.add_marker(pytest.mark.xdist_group("ray_slurm"))
         elif (shared := _module_fixture(item)) is not None:
             item.add_marker(pytest.mark.xdist_group(f"{item.path.stem}.{shared}"))
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    items.sort(key=lambda item: (item.path.name not in ONE_AT_A_TIME, item.get_closest_marker("slow") is None))
 
 
 @pytest.fixture(scope="session")

@@ -109,28 +109,32 @@ def crash_and_rerun(tmp_path: Path, uri: str, args: list[str], env: dict[str, st
     return first, second
 
 
-@pytest.mark.parametrize("point", ["trial_running", "trial_ended", "writing_outputs:2"])
-def test_a_sweep_killed_at_any_point_and_rerun_tells_one_story_on_sqlite(point, tiny_model_dir, gsm8k_dir,
-                                                                         empty_mlflow_db, tmp_path):
+def assert_sleepers_stopped_before_each_start(tmp_path: Path) -> None:
+    """No trial started while an earlier trial's stuck child (the wrapper's sleeper, one per trial started
+    with VS_SLEEPER, in start order) was alive; a trial's own sleeper may be."""
+    starts = (tmp_path / "events").read_text().splitlines()
+    sleepers = (tmp_path / "sleepers").read_text().split()
+    assert len(starts) >= 2, starts
+    for i, line in enumerate(starts):
+        alive = set(filter(None, line.split("alive:", 1)[1].split(",")))
+        assert not alive & set(sleepers[:i]), (i, starts, sleepers)
+
+
+def test_a_sweep_killed_while_its_trial_runs_is_settled_by_the_rerun_on_sqlite(tiny_model_dir, gsm8k_dir,
+                                                                              empty_mlflow_db, tmp_path):
+    # the other crash points, one after another, over the HTTP store: the test below
     uri = copy_store(empty_mlflow_db, tmp_path)
     args, env = setup(tmp_path, tiny_model_dir, gsm8k_dir, uri)
     mark = new_mark()
-    _, second = crash_and_rerun(tmp_path, uri, args, env, point, mark)
+    _, second = crash_and_rerun(tmp_path, uri, args, env, "trial_running", mark)
     trials = assert_one_story(tmp_path, uri)
-    first = trials[0]
-    if point == "trial_running":
-        # the killed trial: its processes stopped before the next trial started, FAIL orphaned, re-run once
-        assert (first.state.name, first.user_attrs["outcome"]) == ("FAIL", "orphaned")
-        starts = (tmp_path / "events").read_text().splitlines()
-        assert len(starts) >= 2 and all(line.endswith("alive:") for line in starts[1:]), starts
-        assert "trial 0 of a sweep process that died: FAIL orphaned, " in second.stdout, second.stdout[-3000:]
-        launched = re.search(r"^t(0[1-9]|[1-9]\d)  ", second.stdout, re.M)       # the first trial this sweep ran
-        assert launched and second.stdout.index("trial 0 of a sweep process that died") < launched.start()
-        assert [t.system_attrs.get("failed_trial") for t in trials].count(0) == 1
-    else:
-        # its result was on disk (result.json) or told: nothing re-run, nothing lost
-        assert (first.state.name, first.user_attrs["outcome"]) == ("COMPLETE", "completed")
-        assert not any(t.system_attrs.get("failed_trial") is not None for t in trials)
+    # the killed trial: its processes stopped before the next trial started, FAIL orphaned, re-run once
+    assert (trials[0].state.name, trials[0].user_attrs["outcome"]) == ("FAIL", "orphaned")
+    assert_sleepers_stopped_before_each_start(tmp_path)
+    assert "trial 0 of a sweep process that died: FAIL orphaned, " in second.stdout, second.stdout[-3000:]
+    launched = re.search(r"^t(0[1-9]|[1-9]\d)  ", second.stdout, re.M)       # the first trial this sweep ran
+    assert launched and second.stdout.index("trial 0 of a sweep process that died") < launched.start()
+    assert [t.system_attrs.get("failed_trial") for t in trials].count(0) == 1
     assert len([t for t in trials if t.state.is_finished()]) == len(trials)
     parent = [r for r in runs(uri) if r.data.tags.get("sweep.role") == "parent"][0]
     assert parent.info.status == "FINISHED" and parent.data.tags["sweep.resumes"] == "1"
@@ -144,17 +148,29 @@ def test_a_sweep_killed_at_each_point_in_turn_tells_one_story_over_an_mlflow_ser
                                                                                     gsm8k_dir, tmp_path):
     args, env = setup(tmp_path, tiny_model_dir, gsm8k_dir, mlflow_server, n_trials=3)
     mark = new_mark()
+    out = {}
     for point in ("trial_running", "trial_ended", "writing_outputs:2"):
         killed = run_sweep(tmp_path, args, mark, multirun=True,
                            env={**env, CRASH_AT_ENV: point, "VS_SLEEPER": str(tmp_path / "sleepers")})
         assert killed.returncode == -9, killed.stderr[-3000:]
+        assert any(r.info.status == "RUNNING" for r in runs(mlflow_server))     # what the crash left behind
+        out[point] = killed.stdout
     last = run_sweep(tmp_path, args, mark, multirun=True, env=env)
     assert last.returncode == 0, last.stdout[-2000:] + last.stderr[-5000:]
     trials = assert_one_story(tmp_path, mlflow_server)
-    assert [t.user_attrs["outcome"] for t in trials][0] == "orphaned"
-    assert sum(t.state.name == "COMPLETE" for t in trials) == 3
+    # killed while trial 0 ran: FAIL orphaned, told by the next sweep, re-run once;
+    # killed once a trial ended or while the outputs were written: its result was on disk (result.json) or
+    # told, so it is COMPLETE and nothing else is re-run
+    assert [(t.state.name, t.user_attrs["outcome"]) for t in trials] == \
+        [("FAIL", "orphaned")] + [("COMPLETE", "completed")] * 3
+    assert "trial 0 of a sweep process that died: FAIL orphaned, " in out["trial_ended"], out["trial_ended"][-3000:]
+    assert [t.system_attrs["failed_trial"] for t in trials if "failed_trial" in t.system_attrs] == [0]
+    assert_sleepers_stopped_before_each_start(tmp_path)
     parent = [r for r in runs(mlflow_server) if r.data.tags.get("sweep.role") == "parent"][0]
-    assert parent.data.tags["sweep.resumes"] == "3"
+    assert parent.info.status == "FINISHED" and parent.data.tags["sweep.resumes"] == "3"
+    assert parent.data.tags["sweep.killed_session_found_by"].startswith("sweep session ")
+    status = report(tmp_path)
+    assert status.returncode == 0, status.stdout + status.stderr
     assert survivors(mark) == []
 
 
