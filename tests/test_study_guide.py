@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 
+import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import open_dict
 
@@ -180,3 +181,25 @@ def test_an_error_draws_tokens_per_s_is_what_the_whole_planner_predicts_under_th
     for drawn in _guide.error_draws(planned.calibration, 3, 0.2, seed=1):
         for inp in planned.inputs:
             assert tok_s_under(inp, plan(inp, planned.calibration), drawn) == plan(inp, drawn).tok_s
+
+
+def test_a_repeated_guide_reads_its_predictions_back_and_another_input_predicts_anew(tmp_path, monkeypatch):
+    monkeypatch.setenv("VERLSWEEP_CACHE", str(tmp_path))
+    cfg = compose_config(["hardware=a2_64g", "model=qwen3_8b", "algorithm=remax"])
+    sp, longer = _space_of(SPACE), _space_of([*SPACE, "verl.data.max_response_length=4096"])
+    fresh = _guide.predict_all(cfg, sp, _guide.candidates(sp), draws=8, error=0.2)
+    (entry,) = (tmp_path / "guide").glob("predictions-*.json")
+    assert any(p.p_best for p in fresh)
+
+    def predicted_again(*args):
+        raise AssertionError("predicted again")
+    monkeypatch.setattr(_guide, "predict", predicted_again)
+    assert _guide.predict_all(cfg, sp, _guide.candidates(sp), draws=8, error=0.2) == fresh     # the kept ones
+    # another seed of the draws, another planner input (a longer response), a damaged entry: predicted anew
+    with pytest.raises(AssertionError, match="predicted again"):
+        _guide.predict_all(cfg, sp, _guide.candidates(sp), draws=8, error=0.2, seed=1)
+    with pytest.raises(AssertionError, match="predicted again"):
+        _guide.predict_all(cfg, longer, _guide.candidates(sp), draws=8, error=0.2)
+    entry.write_text("[")
+    with pytest.raises(AssertionError, match="predicted again"):
+        _guide.predict_all(cfg, sp, _guide.candidates(sp), draws=8, error=0.2)

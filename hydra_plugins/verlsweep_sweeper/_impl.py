@@ -68,6 +68,7 @@ class VerlSweepImpl(Sweeper):
             guide_top_k=int((guide or {}).get("top_k", 0) or 0), infer=bool(infer),
             max_failure_rate=max_failure_rate, custom_search_space=custom_search_space, report=bool(report))
         self.hydra_context: Optional[HydraContext] = None
+        self._group_dirs: dict[str, list[str]] = {}      # config group dirs under each group dir ("": top)
         self.config: Optional[DictConfig] = None
         self.launcher = None
 
@@ -152,10 +153,27 @@ class VerlSweepImpl(Sweeper):
         return space, directions, params_fixed
 
     def _group_options(self, key: str) -> list[str]:
+        """The options of config group `key` ([] when it is not one). Each question to Hydra's config
+        loader copies its whole repository (a tenth of a second here), and most swept or fixed keys are
+        plain config keys: a key is looked up only where every parent of its path is a group."""
+        path = key.replace(".", "/")
+        parent = ""
+        for part in path.split("/"):
+            if part not in self._groups_under(parent):
+                return []
+            parent = f"{parent}/{part}" if parent else part
         try:
-            return list(self.hydra_context.config_loader.get_group_options(key.replace(".", "/")))
+            return list(self.hydra_context.config_loader.get_group_options(path))
         except Exception:  # noqa: BLE001 - not a group
             return []
+
+    def _groups_under(self, parent: str) -> list[str]:
+        if parent not in self._group_dirs:
+            try:
+                self._group_dirs[parent] = list(self.hydra_context.config_loader.list_groups(parent))
+            except Exception:  # noqa: BLE001 - not a group
+                self._group_dirs[parent] = []
+        return self._group_dirs[parent]
 
     def _check_fixed(self, space: _space.SearchSpace, params_fixed: list[str], dry_run: bool) -> None:
         """The config every trial shares (the command line and the params' plain values), checked once

@@ -25,18 +25,24 @@ feasibility is judged by the unperturbed planner only, as the preflight does.
 """
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
 import logging
 import random
 import re
 from collections import Counter
 from dataclasses import dataclass, replace
+from functools import lru_cache
+from importlib import metadata
+from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import yaml
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 from optuna.distributions import CategoricalDistribution
 
+from verlsweep.common import disk_cache
 from verlsweep.common.names import FITS
 from verlsweep.common.distributions import discrete_values
 from verlsweep.study.space import SearchSpace, config_key, group_choices
@@ -269,9 +275,54 @@ def predict(planned: Planned, draws: int = 0, error: float = 0.0, seed: int = 0)
 def predict_all(config: DictConfig, space: SearchSpace, params_list: Sequence[dict[str, Any]],
                 compose: Callable[[list[str]], DictConfig] | None = None, draws: int = 0, error: float = 0.0,
                 seed: int = 0) -> list[Prediction]:
-    """plan_inputs, then predict ([] when the planner has no opinion)."""
+    """plan_inputs, then predict ([] when the planner has no opinion). With error draws, the predictions
+    are kept in verlsweep's cache directory: a resumed or repeated sweep gets them back without the
+    draws (about two seconds of CPU at the default space's 448 candidates)."""
     planned = plan_inputs(config, space, params_list, compose)
-    return [] if planned is None else predict(planned, draws, error, seed)
+    if planned is None:
+        return []
+    if draws <= 0:
+        return predict(planned, draws, error, seed)
+    path = prediction_cache_path(planned, draws, error, seed)
+    try:
+        kept = json.loads(path.read_text())
+        return [Prediction(params, status, tok_s, p_best)
+                for params, (status, tok_s, p_best) in zip(planned.params, kept, strict=True)]
+    except (OSError, ValueError, TypeError):
+        pass              # absent, half-written or of another shape: predict again
+    out = predict(planned, draws, error, seed)
+    try:
+        disk_cache.store(path, json.dumps([[p.status, p.tok_s, p.p_best] for p in out]))
+    except OSError:
+        pass              # a read-only cache directory: predict again next time
+    return out
+
+
+def prediction_cache_path(planned: Planned, draws: int, error: float, seed: int) -> Path:
+    """Named by a hash of everything a prediction depends on: the candidates' planner inputs and
+    calibration (dataclasses whose repr lists every field), the draws, and the planner's own code."""
+    digest = hashlib.sha256(repr((planned.calibration, planned.params, planned.inputs, draws, error,
+                                  seed)).encode())
+    digest.update(_planner_code_digest().encode())
+    return disk_cache.root() / "guide" / f"predictions-{digest.hexdigest()[:24]}.json"
+
+
+def _installed(dist: str) -> str:
+    try:
+        return f"{dist} {metadata.version(dist)}"
+    except metadata.PackageNotFoundError:
+        return f"{dist} absent"
+
+
+@lru_cache(maxsize=1)
+def _planner_code_digest() -> str:
+    """The planner's sources and constants, this module, and the torch and transformers whose model code
+    traced trainer memory comes from (verlsweep.plan.trace_cache): another version predicts anew."""
+    digest = hashlib.sha256(" ".join(_installed(d) for d in ("torch", "transformers")).encode())
+    plan_dir = Path(__file__).resolve().parents[1] / "plan"
+    for file in [*sorted(plan_dir.glob("*.py")), *sorted(plan_dir.glob("*.yaml")), Path(__file__).resolve()]:
+        digest.update(file.name.encode() + b"\0" + file.read_bytes() + b"\0")
+    return digest.hexdigest()
 
 
 def entries(config: DictConfig, space: SearchSpace, top_k: int, seed: int = 0,
