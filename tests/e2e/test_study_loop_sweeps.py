@@ -1,7 +1,9 @@
 """Whole sweeps through the verlsweep sweeper, as real `python <app>.py -m ...` subprocesses.
 
 Most use tests/support/sweeper_app.py: the real conf/ tree and sweeper with a fast synthetic objective (a
-throughput landscape with an OOM cliff) in place of verl. The dry-run tests run the real sweep.py.
+throughput landscape with an OOM cliff) in place of verl. The dry-run tests run the real sweep.py. The
+samplers' comparison (five 30-trial sweeps) runs the same sweeper in this process, with a launcher that
+composes no job (tests/support/inprocess_sweep.py).
 Each test runs in its own tmp_path: storage file, sweep dirs and event logs stay there.
 """
 from __future__ import annotations
@@ -19,6 +21,7 @@ import optuna
 import pytest
 import yaml
 
+from tests.support import inprocess_sweep
 from verlsweep.common.names import REUSED_FROM_ATTR
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -125,27 +128,23 @@ def _proven_failures(trials: list[dict[str, str]]) -> int:
 
 
 def sampler_sweeps(tmp_path: Path, runs: list[tuple[str, int]]) -> dict[tuple[str, int], list[dict[str, str]]]:
-    """The trials of a 30-trial sweep per (sampler, seed), every proposal launched. The sweeps run at the
-    same time, each in its own dir and storage; each is sequential and seeded, so its proposals do not
-    depend on the others or on timing."""
-    procs = {}
+    """The trials of a 30-trial sweep per (sampler, seed), every proposal launched, each in its own dir
+    and storage. Run in this process (tests/support/inprocess_sweep.py: the real sweeper and study loop,
+    a launcher that composes no job), as 150 trials of Hydra composes would take minutes of CPU; the
+    subprocess sweeps of this module show the same sweeper through `python <app>.py -m`."""
+    out = {}
     for sampler, seed in runs:
         cwd = tmp_path / f"{sampler}-{seed}"
         cwd.mkdir()
-        argv = command(cwd, f"hydra/sweeper/sampler={sampler}", f"hydra.sweeper.sampler.seed={seed}",
-                       "hydra.sweeper.n_trials=30", "hydra/sweeper/pruner=none",
-                       # the sampler's own proposals: no planner-guided start (the planner does not know this
-                       # synthetic landscape) and every proposal launched, so each one is a fresh draw
-                       "hydra.sweeper.guide.top_k=0", "hydra.sweeper.remeasure=true", "trial.steps=2",
-                       # nor ruled out by what earlier OOMs prove: what the sampler learns, not the veto
-                       "hydra.sweeper.infer=false")
-        procs[(sampler, seed)] = (cwd, subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE,
-                                                        stderr=subprocess.STDOUT, text=True))
-    out = {}
-    for key, (cwd, proc) in procs.items():
-        text = proc.communicate(timeout=900)[0]
-        assert proc.returncode == 0, text[-5000:]
-        out[key] = rows(cwd)
+        inprocess_sweep.sweep(cwd / "sweep", [
+            *FAST, f"hydra/sweeper/sampler={sampler}", f"hydra.sweeper.sampler.seed={seed}",
+            "hydra.sweeper.n_trials=30", "hydra/sweeper/pruner=none",
+            # the sampler's own proposals: no planner-guided start (the planner does not know this
+            # synthetic landscape) and every proposal launched, so each one is a fresh draw
+            "hydra.sweeper.guide.top_k=0", "hydra.sweeper.remeasure=true", "trial.steps=2",
+            # nor ruled out by what earlier OOMs prove: what the sampler learns, not the veto
+            "hydra.sweeper.infer=false"])
+        out[(sampler, seed)] = rows(cwd)
     return out
 
 
