@@ -80,10 +80,13 @@ def _composed_defaults() -> DictConfig:
     written, `???` for missing) under a hash of those, and read back in a fraction of the time.
     """
     path = defaults_cache_path()
-    try:
-        cfg = OmegaConf.create(json.loads(path.read_text()))
-    except (OSError, ValueError, omegaconf.errors.OmegaConfBaseException):
-        cfg = None          # not cached yet, or half-written by another process: compose
+    cached = disk_cache.read_json(path)      # None: not cached yet, or half-written by another process
+    cfg = None
+    if isinstance(cached, dict):
+        try:
+            cfg = OmegaConf.create(cached)
+        except omegaconf.errors.OmegaConfBaseException:
+            pass
     if not isinstance(cfg, DictConfig):
         cfg = compose_dir(config_dir(), "ppo_trainer", [])
         try:
@@ -100,8 +103,8 @@ def defaults_cache_path() -> Path:
     and the Hydra and OmegaConf versions."""
     digest = hashlib.sha256(f"hydra {hydra.__version__} omegaconf {omegaconf.__version__}".encode())
     base = config_dir()
-    for file in sorted(p for p in base.rglob("*") if p.is_file() and p.suffix in (".yaml", ".yml")):
-        digest.update(file.relative_to(base).as_posix().encode() + b"\0" + file.read_bytes() + b"\0")
+    files = sorted(p for p in base.rglob("*") if p.is_file() and p.suffix in (".yaml", ".yml"))
+    disk_cache.add_files(digest, base, files)
     return disk_cache.root() / "verl" / f"ppo_trainer-{digest.hexdigest()[:24]}.json"
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -21,27 +20,17 @@ def cache_dir() -> Path:
     return disk_cache.root() / "trace"
 
 
-def _version(dist: str) -> str:
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return "absent"
-
-
 def key(kind: str, payload: dict[str, Any], tracer_version: int) -> str:
     """A stable name for one trace: sha256 over the sorted JSON of what determines it."""
     blob = json.dumps({"kind": kind, "payload": payload, "tracer": tracer_version,
-                       "torch": _version("torch"), "transformers": _version("transformers")},
+                       "torch": disk_cache.installed("torch"),
+                       "transformers": disk_cache.installed("transformers")},
                       sort_keys=True, default=str)
     return f"{kind}-{hashlib.sha256(blob.encode()).hexdigest()[:24]}"
 
 
 def load(name: str) -> dict[str, Any] | None:
-    path = cache_dir() / f"{name}.json"
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None       # absent or half-written by a concurrent trial: trace again
+    return disk_cache.read_json(cache_dir() / f"{name}.json")      # None: trace again
 
 
 def store(name: str, result: dict[str, Any]) -> None:

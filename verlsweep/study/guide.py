@@ -34,7 +34,6 @@ import re
 from collections import Counter
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -284,12 +283,13 @@ def predict_all(config: DictConfig, space: SearchSpace, params_list: Sequence[di
     if draws <= 0:
         return predict(planned, draws, error, seed)
     path = prediction_cache_path(planned, draws, error, seed)
-    try:
-        kept = json.loads(path.read_text())
-        return [Prediction(params, status, tok_s, p_best)
-                for params, (status, tok_s, p_best) in zip(planned.params, kept, strict=True)]
-    except (OSError, ValueError, TypeError):
-        pass              # absent, half-written or of another shape: predict again
+    kept = disk_cache.read_json(path)
+    if kept is not None:
+        try:
+            return [Prediction(params, status, tok_s, p_best)
+                    for params, (status, tok_s, p_best) in zip(planned.params, kept, strict=True)]
+        except (ValueError, TypeError):
+            pass          # of another shape: predict again
     out = predict(planned, draws, error, seed)
     try:
         disk_cache.store(path, json.dumps([[p.status, p.tok_s, p.p_best] for p in out]))
@@ -307,21 +307,14 @@ def prediction_cache_path(planned: Planned, draws: int, error: float, seed: int)
     return disk_cache.root() / "guide" / f"predictions-{digest.hexdigest()[:24]}.json"
 
 
-def _installed(dist: str) -> str:
-    try:
-        return f"{dist} {metadata.version(dist)}"
-    except metadata.PackageNotFoundError:
-        return f"{dist} absent"
-
-
 @lru_cache(maxsize=1)
 def _planner_code_digest() -> str:
     """The planner's sources and constants, this module, and the torch and transformers whose model code
     traced trainer memory comes from (verlsweep.plan.trace_cache): another version predicts anew."""
-    digest = hashlib.sha256(" ".join(_installed(d) for d in ("torch", "transformers")).encode())
-    plan_dir = Path(__file__).resolve().parents[1] / "plan"
-    for file in [*sorted(plan_dir.glob("*.py")), *sorted(plan_dir.glob("*.yaml")), Path(__file__).resolve()]:
-        digest.update(file.name.encode() + b"\0" + file.read_bytes() + b"\0")
+    digest = hashlib.sha256(" ".join(f"{d} {disk_cache.installed(d)}" for d in ("torch", "transformers")).encode())
+    package = Path(__file__).resolve().parents[1]
+    disk_cache.add_files(digest, package, [*sorted((package / "plan").glob("*.py")),
+                                           *sorted((package / "plan").glob("*.yaml")), Path(__file__).resolve()])
     return digest.hexdigest()
 
 
