@@ -36,6 +36,19 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         os.environ.pop("VERLSWEEP_CACHE", None)
 
 
+@pytest.fixture(autouse=True)
+def _no_hydra_job_left_set():
+    """A test that sets Hydra's process-wide job config (HydraConfig) must unset it: code that asks
+    whether it runs inside a Hydra job (verlsweep.command.knobs.job_overrides) would otherwise answer
+    for whichever test ran before it on the same xdist worker. The leak fails the test that made it."""
+    from hydra.core.hydra_config import HydraConfig
+
+    yield
+    if HydraConfig.initialized():
+        HydraConfig.instance().cfg = None
+        pytest.fail("the test left Hydra's job config (HydraConfig) set; unset it in its teardown")
+
+
 # Tests that start Ray or Slurm daemons run one at a time on one pytest-xdist worker (`--dist loadgroup`,
 # pyproject.toml): two local Ray instances reach for the same default agent ports (Ray's dashboard agent
 # listens on 52365 unless told otherwise), and the real Slurm cluster is one per session (a worker's).

@@ -81,6 +81,8 @@ def sweep(sweep_dir: Path, overrides: Sequence[str]) -> None:
         _sweep(sweep_dir, overrides)
     finally:
         os.chdir(cwd)
+        HydraConfig.instance().cfg = None       # a later test in this worker is outside any Hydra job
+        GlobalHydra.instance().clear()
 
 
 def _sweep(sweep_dir: Path, overrides: Sequence[str]) -> None:
