@@ -115,3 +115,51 @@ def test_verl_compose_from_the_cached_defaults_equals_hydras_full_compose(verl, 
     full = outcome(lambda ov: compose_dir(verl_schema.config_dir(), "ppo_trainer", ov))
     assert outcome(verl_schema.compose_verl) == full
     assert outcome(verl_schema.compose_verl) == full       # the cached defaults are copied, never changed
+
+
+@pytest.fixture
+def verdicts(tmp_path, monkeypatch):
+    """An empty cache directory for verl's verdicts."""
+    monkeypatch.setenv("VERLSWEEP_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache" / "verl"
+
+
+HIT_IN_A_NEW_PROCESS = """
+import json, sys
+from verlsweep.command.verl_check import check_with_verl
+problems = check_with_verl(json.loads(sys.argv[1]), model_path_exists=False)
+print(json.dumps({"problems": [[p.key, p.value, p.allowed, p.rule] for p in problems],
+                  "verl_imported": "verl" in sys.modules}))
+"""
+
+
+def test_a_checked_config_is_answered_from_the_cache_by_a_later_process_without_importing_verl(verl, verdicts):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    first = check_with_verl([*MICRO[1:], "trainer.experiment_name=remax-20261205-0101"], model_path_exists=False)
+    assert [p.rule for p in first] == ["verl validate_config"] and len(list(verdicts.glob("verdict-*.json"))) == 1
+    # another run's name (a time stamp, a trial number) is the same config to verl
+    again = json.dumps([*MICRO[1:], "trainer.experiment_name=remax-20261205-0202"])
+    proc = subprocess.run([sys.executable, "-c", HIT_IN_A_NEW_PROCESS, again], capture_output=True, text=True,
+                          env=os.environ, timeout=120, check=True)
+    out = json.loads(proc.stdout)
+    assert out == {"problems": [[p.key, p.value, p.allowed, p.rule] for p in first], "verl_imported": False}
+
+
+def test_a_verdict_is_kept_per_config_and_one_that_read_the_model_is_not_kept(verl, verdicts, monkeypatch):
+    from verlsweep.command import verl_check
+
+    assert check_with_verl(MICRO, model_path_exists=False) == []
+    assert check_with_verl(MICRO, model_path_exists=True) == []                    # another entry
+    (problem,) = check_with_verl([*MICRO, "algorithm.adv_estimator=nope"], model_path_exists=False)
+    assert problem.rule == "verl registry" and len(list(verdicts.glob("verdict-*.json"))) == 3
+    checks = []
+    monkeypatch.setattr(verl_check, "_check", lambda ov, ok: checks.append(ov) or ([], True))
+    assert check_with_verl(MICRO, model_path_exists=False) == [] and checks == []  # read back
+    critic = [*MICRO[:3], "algorithm.adv_estimator=gae"]
+    for _ in range(2):              # read the critic's model config: checked each time, never kept
+        check_with_verl(critic, model_path_exists=True)
+    assert checks == [critic, critic] and len(list(verdicts.glob("verdict-*.json"))) == 3

@@ -9,19 +9,25 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import importlib
+import importlib.util
 import io
+import json
 import logging
 import re
 import types
 import typing
 import warnings
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from verlsweep.command.suggest import did_you_mean
+from verlsweep.common import disk_cache
 from verlsweep.common.errors import Problem
 
 log = logging.getLogger(__name__)
@@ -106,7 +112,65 @@ def _type_name(expected: Any) -> str:
 
 
 def check_with_verl(overrides: list[str], model_path_exists: bool) -> list[Problem]:
-    """Compose verl's config with the trial's overrides and run verl's own validation on it."""
+    """Compose verl's config with the trial's overrides and run verl's own validation on it.
+
+    The verdict depends only on the overrides and on verl (its config files and the modules whose checks
+    run), so it is kept in the cache directory under a hash of those: the first check in a process
+    imports verl, and with it torch and transformers (about 10 s of CPU), which a sweep, a resumed one or
+    a trial process started by Slurm then skips for a config already checked. A verdict that read the
+    model's own files (the critic's HF config) is not kept: those files can change under the same path.
+    """
+    path = _verdict_path(overrides, model_path_exists)
+    kept = disk_cache.read_json(path)
+    if isinstance(kept, list) and all(isinstance(p, list) and len(p) == 4 for p in kept):
+        return [Problem(*p) for p in kept]
+    problems, read_model = _check(overrides, model_path_exists)
+    if not read_model:
+        try:
+            disk_cache.store(path, json.dumps([[p.key, p.value, p.allowed, p.rule] for p in problems]))
+        except (OSError, TypeError, ValueError):
+            pass            # a read-only cache or a value JSON cannot hold: check again next time
+    return problems
+
+
+# Names verl only logs and files runs under (a str field each; any scalar passes): every trial's differs
+# (a time stamp, the trial's number), so the verdict's key holds "a name" in their place.
+_LABEL_KEYS = ("trainer.experiment_name", "trainer.project_name")
+
+
+def _verdict_path(overrides: list[str], model_path_exists: bool) -> Path:
+    def keyed(item: str) -> str:
+        key, sep, value = item.partition("=")
+        if key.lstrip("+") in _LABEL_KEYS and sep and not value.lstrip().startswith(("[", "{")):
+            return f"{key}=<name>"
+        return item
+    digest = hashlib.sha256(json.dumps([[keyed(o) for o in overrides], model_path_exists]).encode())
+    digest.update(_verl_code_digest().encode())
+    return disk_cache.root() / "verl" / f"verdict-{digest.hexdigest()[:24]}.json"
+
+
+@lru_cache(maxsize=1)
+def _verl_code_digest() -> str:
+    """verl's version, its config files and the modules the check runs (found without importing verl),
+    Hydra's and OmegaConf's versions, and this check's own code."""
+    from verlsweep.command import verl_schema
+
+    digest = hashlib.sha256(f"verl {disk_cache.installed('verl')}".encode())
+    digest.update(verl_schema.defaults_cache_path().name.encode())   # verl's yaml, Hydra, OmegaConf
+    spec = importlib.util.find_spec("verl")
+    if spec is not None and spec.submodule_search_locations:
+        base = Path(next(iter(spec.submodule_search_locations)))
+        modules = [*sorted((base / "workers" / "config").glob("*.py")), *sorted((base / "trainer" / "config").glob("*.py")),
+                   base / "utils" / "config.py", base / "trainer" / "ppo" / "core_algos.py",
+                   base / "trainer" / "ppo" / "utils.py"]
+        disk_cache.add_files(digest, base, [m for m in modules if m.is_file()])
+    here = Path(__file__).resolve()
+    disk_cache.add_files(digest, here.parent, [here, here.parent / "verl_schema.py"])
+    return digest.hexdigest()
+
+
+def _check(overrides: list[str], model_path_exists: bool) -> tuple[list[Problem], bool]:
+    """The problems verl's checks find, and whether they read the model's files."""
     from hydra.errors import HydraException
 
     from verlsweep.command import verl_schema
@@ -114,7 +178,7 @@ def check_with_verl(overrides: list[str], model_path_exists: bool) -> list[Probl
     try:
         vcfg = verl_schema.compose_verl(overrides)
     except HydraException as exc:
-        return [_composition_problem(exc, overrides)]
+        return [_composition_problem(exc, overrides)], False
 
     problems: list[Problem] = []
     sections = ["actor_rollout_ref.actor", "actor_rollout_ref.rollout", "actor_rollout_ref.ref", "algorithm"]
@@ -123,7 +187,7 @@ def check_with_verl(overrides: list[str], model_path_exists: bool) -> list[Probl
     for section in sections:
         problems += _structured_problems(vcfg, section)
     if problems:
-        return problems
+        return problems, False
 
     from verl.trainer.ppo import core_algos
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
@@ -140,7 +204,7 @@ def check_with_verl(overrides: list[str], model_path_exists: bool) -> list[Probl
         problems.append(Problem("verl.actor_rollout_ref.actor.policy_loss.loss_mode", loss_mode,
                                 f"one of {', '.join(sorted(core_algos.POLICY_LOSS_REGISTRY))}", rule="verl registry"))
     if problems:
-        return problems
+        return problems, False
 
     with warnings.catch_warnings():  # need_critic warns on every critic-less estimator
         warnings.simplefilter("ignore")
@@ -158,4 +222,4 @@ def check_with_verl(overrides: list[str], model_path_exists: bool) -> list[Probl
         # a config dataclass's own assertion reaches us wrapped by hydra.utils.instantiate
         # (InstantiationException, a HydraException): its message carries the assertion and the key
         problems.append(Problem("verl", None, f"verl's validate_config: {exc}", rule="verl validate_config"))
-    return problems
+    return problems, use_critic
