@@ -1,9 +1,11 @@
-"""Whole sweeps through the verlsweep sweeper, as real `python <app>.py -m ...` subprocesses.
+"""Whole sweeps through the verlsweep sweeper.
 
 Most use tests/support/sweeper_app.py: the real conf/ tree and sweeper with a fast synthetic objective (a
-throughput landscape with an OOM cliff) in place of verl. The dry-run tests run the real sweep.py. The
-samplers' comparison (five 30-trial sweeps) runs the same sweeper in this process, with a launcher that
-composes no job (tests/support/inprocess_sweep.py).
+throughput landscape with an OOM cliff) in place of verl. Sweeps that need processes (a kill, two sweeps
+on one study, parallel launchers, exit statuses) are real `python <app>.py -m ...` subprocesses, as are
+the real sweep.py's. Those about what the study loop decides (samplers, pruning, objectives, failures,
+enqueued configs) run the same sweeper in this process, with a launcher that composes no job
+(tests/support/inprocess_sweep.py).
 Each test runs in its own tmp_path: storage file, sweep dirs and event logs stay there.
 """
 from __future__ import annotations
@@ -54,6 +56,13 @@ def run(tmp_path: Path, *args: str, sweep_dir: str = "sweep", script: Path = APP
     return proc
 
 
+def inproc(tmp_path: Path, *args: str) -> None:
+    """`run`'s sweep in this process (tests/support/inprocess_sweep.py: the real sweeper and study loop, a
+    launcher that calls the app's task on the composed config): for tests about what the loop decides,
+    which need no process of their own. Trials that need one (kills, parallel launchers) use `run`."""
+    inprocess_sweep.sweep(tmp_path / "sweep", [*FAST, *args])
+
+
 def rows(tmp_path: Path, sweep_dir: str = "sweep") -> list[dict[str, str]]:
     with open(tmp_path / sweep_dir / "trials.csv") as f:
         return list(csv.DictReader(f))
@@ -81,9 +90,9 @@ def key(params: dict) -> tuple:
 
 
 @pytest.mark.parametrize("sampler", ["boundary", "tpe", "gp", "random", "grid", "nsgaii", "qmc"])
-def test_every_sampler_runs_a_sweep_and_writes_best_config_outputs(tmp_path, sampler):
-    proc = run(tmp_path, f"hydra/sweeper/sampler={sampler}", "hydra.sweeper.sampler.seed=1",
-               "hydra.sweeper.n_trials=5")
+def test_every_sampler_runs_a_sweep_and_writes_best_config_outputs(tmp_path, sampler, capsys):
+    inproc(tmp_path, f"hydra/sweeper/sampler={sampler}", "hydra.sweeper.sampler.seed=1", "hydra.sweeper.n_trials=5")
+    stdout = capsys.readouterr().out
     trials = rows(tmp_path)
     assert len(trials) == 5
     assert trials[0][UTIL] == "0.6" and trials[0][TP] == "2"           # the recipe's own values run first
@@ -95,13 +104,13 @@ def test_every_sampler_runs_a_sweep_and_writes_best_config_outputs(tmp_path, sam
     for name, value in best["params"].items():
         assert f"{name.removeprefix('verl.')}={value if not isinstance(value, bool) else str(value)}" in launch
     assert subprocess.run(["bash", "-n", str(tmp_path / "sweep" / "best_launch.sh")]).returncode == 0
-    assert "study rollout_memory.a2_64g.qwen3_8b.grpo" in proc.stdout            # the summary table
+    assert "study rollout_memory.a2_64g.qwen3_8b.grpo" in stdout                 # the summary table
     # hydra.sweeper.report=false (FAST): no plotting, the outputs above all the same
-    assert not (tmp_path / "sweep" / "report.html").exists() and "report:" not in proc.stdout
+    assert not (tmp_path / "sweep" / "report.html").exists() and "report:" not in stdout
 
 
 def test_multi_objective_sweep_writes_the_pareto_front(tmp_path):
-    run(tmp_path, "hydra/sweeper/sampler=nsgaii", "hydra.sweeper.sampler.seed=2", "hydra.sweeper.n_trials=10",
+    inproc(tmp_path, "hydra/sweeper/sampler=nsgaii", "hydra.sweeper.sampler.seed=2", "hydra.sweeper.n_trials=10",
         "hydra.sweeper.direction=[maximize,minimize]", "hydra.sweeper.objectives=[objective,peak_memory_gb]")
     best = yaml.safe_load((tmp_path / "sweep" / "best.yaml").read_text())
     front = best["pareto_front"]
@@ -165,7 +174,7 @@ def test_after_ooms_tpe_proposes_fewer_configs_in_the_oom_region_and_the_default
 
 def test_pruning_stops_unpromising_trials_early(tmp_path):
     # seeded and noiseless, so every run proposes the same trials: 8 hold 2 completed and 3 pruned ones
-    run(tmp_path, "hydra/sweeper/sampler=random", "hydra.sweeper.sampler.seed=0", "hydra.sweeper.n_trials=8",
+    inproc(tmp_path, "hydra/sweeper/sampler=random", "hydra.sweeper.sampler.seed=0", "hydra.sweeper.n_trials=8",
         "hydra.sweeper.pruner.n_startup_trials=3", "trial.steps=6")
     trials = rows(tmp_path)
     pruned = [r for r in trials if r["outcome"] == "pruned"]
@@ -274,7 +283,7 @@ def test_a_bad_search_space_fails_before_the_first_trial_naming_the_param(tmp_pa
 
 
 def test_failed_trials_never_abort_the_sweep(tmp_path):
-    run(tmp_path, "hydra.sweeper.n_trials=5", "+app.fail_trials=[1,2]")
+    inproc(tmp_path, "hydra.sweeper.n_trials=5", "+app.fail_trials=[1,2]")
     outcomes = [r["outcome"] for r in rows(tmp_path)]
     assert len(outcomes) == 5 and outcomes[1:3] == ["crash", "crash"]
     assert "RuntimeError: synthetic task failure" in rows(tmp_path)[1]["excerpt"]
@@ -296,7 +305,7 @@ def test_the_whole_sweep_timeout_stops_starting_trials(tmp_path):
 def test_enqueued_known_good_configs_run_first(tmp_path):
     good = {UTIL: 0.4, TP: 4, PARAMS[2]: False, PARAMS[3]: True, PARAMS[4]: False}
     entry = ",".join(f"{k}:{str(v).lower() if isinstance(v, bool) else v}" for k, v in good.items())
-    run(tmp_path, "hydra.sweeper.n_trials=3", f"hydra.sweeper.enqueue=[{{{entry}}}]")
+    inproc(tmp_path, "hydra.sweeper.n_trials=3", f"hydra.sweeper.enqueue=[{{{entry}}}]")
     trials = rows(tmp_path)
     assert (trials[0][UTIL], trials[0][TP]) == ("0.6", "2")                 # the recipe's values
     assert (trials[1][UTIL], trials[1][TP], trials[1][PARAMS[2]]) == ("0.4", "4", "False")
