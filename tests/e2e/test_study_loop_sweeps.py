@@ -138,21 +138,19 @@ def _proven_failures(trials: list[dict[str, str]]) -> int:
 
 def sampler_sweeps(tmp_path: Path, runs: list[tuple[str, int]]) -> dict[tuple[str, int], list[dict[str, str]]]:
     """The trials of a 30-trial sweep per (sampler, seed), every proposal launched, each in its own dir
-    and storage. Run in this process (tests/support/inprocess_sweep.py: the real sweeper and study loop,
-    a launcher that composes no job), as 150 trials of Hydra composes would take minutes of CPU; the
-    subprocess sweeps of this module show the same sweeper through `python <app>.py -m`."""
+    and storage, run in this process (`inproc`): 150 trials of Hydra composes would take minutes of CPU."""
     out = {}
     for sampler, seed in runs:
         cwd = tmp_path / f"{sampler}-{seed}"
         cwd.mkdir()
-        inprocess_sweep.sweep(cwd / "sweep", [
-            *FAST, f"hydra/sweeper/sampler={sampler}", f"hydra.sweeper.sampler.seed={seed}",
+        inproc(
+            cwd, f"hydra/sweeper/sampler={sampler}", f"hydra.sweeper.sampler.seed={seed}",
             "hydra.sweeper.n_trials=30", "hydra/sweeper/pruner=none",
             # the sampler's own proposals: no planner-guided start (the planner does not know this
             # synthetic landscape) and every proposal launched, so each one is a fresh draw
             "hydra.sweeper.guide.top_k=0", "hydra.sweeper.remeasure=true", "trial.steps=2",
             # nor ruled out by what earlier OOMs prove: what the sampler learns, not the veto
-            "hydra.sweeper.infer=false"])
+            "hydra.sweeper.infer=false")
         out[(sampler, seed)] = rows(cwd)
     return out
 
