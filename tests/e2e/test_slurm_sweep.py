@@ -13,8 +13,8 @@ import optuna
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.support.trial_helpers import (REPO, TEST_MARK, copy_store, new_mark, run_sweep, standin_entrypoint, survivors,
-                                 tiny_overrides)
+from tests.support.trial_helpers import (REPO, TEST_MARK, copy_store, new_mark, run_sweep, standin_entrypoint,
+                                         standin_knob, survivors, tiny_overrides)
 
 pytestmark = pytest.mark.slow
 
@@ -27,11 +27,19 @@ ESTIMATE = ["runner=estimate", "hardware=a2_64g", "algorithm=remax", "hydra.swee
 SLURM_ONLY_TAGS = {"slurm.job_id", "slurm.state"}
 
 
-def _optuna_records(work: Path) -> list[tuple]:
+def _trials(work: Path) -> list[optuna.trial.FrozenTrial]:
     storage = f"sqlite:///{work / 'verlsweep-optuna.db'}"
     [summary] = optuna.get_all_study_summaries(storage)
-    study = optuna.load_study(study_name=summary.study_name, storage=storage)
-    return [(t.number, t.state.name, t.params, t.values, t.user_attrs.get("outcome")) for t in study.trials]
+    return optuna.load_study(study_name=summary.study_name, storage=storage).trials
+
+
+def _optuna_records(work: Path) -> list[tuple]:
+    return [(t.number, t.state.name, t.params, t.values, t.user_attrs.get("outcome")) for t in _trials(work)]
+
+
+def _optuna_times(work: Path) -> list[tuple]:
+    """Each trial's (asked, told) datetimes: when the sweep started and ended it."""
+    return [(t.datetime_start, t.datetime_complete) for t in _trials(work)]
 
 
 def _child_runs(uri: str) -> list:
@@ -87,13 +95,13 @@ def _wait_for(what: str, check, timeout: float, proc: subprocess.Popen) -> None:
     raise AssertionError(f"{what}: not within {timeout} s")
 
 
-def test_scancel_of_a_running_standin_trial_is_outcome_preempted_rerun_once_and_the_sweep_goes_on(
+def test_scancel_of_a_running_standin_trial_is_preempted_its_slot_refilled_while_the_other_runs_and_the_sweep_goes_on(
         slurm_cluster, tiny_model_dir, gsm8k_dir, empty_mlflow_db, tmp_path):
     uri = copy_store(empty_mlflow_db, tmp_path)
     sweep_dir = tmp_path / "sweep"
     mark = new_mark()
     args = [*tiny_overrides(tiny_model_dir, gsm8k_dir, tmp_path / "out", uri), standin_entrypoint(), *SLURM,
-            "trial.steps=4", "+standin.step_seconds=4", "hydra.sweeper.n_trials=2", "hydra.sweeper.n_jobs=2",
+            "trial.steps=4", standin_knob("step_seconds", 3), "hydra.sweeper.n_trials=3", "hydra.sweeper.n_jobs=2",
             "hydra.sweeper.study_name=slurm-standin", f"hydra.sweep.dir={sweep_dir}", "validate.verl=false"]
     env = {**slurm_cluster.client_env(), TEST_MARK: mark}
     env.pop("MLFLOW_TRACKING_URI", None)
@@ -118,16 +126,21 @@ def test_scancel_of_a_running_standin_trial_is_outcome_preempted_rerun_once_and_
     states = {j["JobID"]: j["State"] for j in slurm_cluster.sacct()}
     assert states[job].startswith("CANCELLED")
     trials = _optuna_records(tmp_path)
-    assert [(t[1], t[4]) for t in trials] == [("FAIL", "preempted"), ("COMPLETE", "completed"),
-                                              ("COMPLETE", "completed")]
-    assert trials[2][2] == trials[0][2]          # the re-run has the preempted trial's params
+    assert [(t[1], t[4]) for t in trials] == [("FAIL", "preempted")] + [("COMPLETE", "completed")] * 3
+    # the re-run has the preempted trial's params; it queues behind the recipe's and the planner's configs
+    assert [t[0] for t in trials[1:] if t[2] == trials[0][2]] == [3]
+    # asynchronous on Slurm: the cancelled job's slot took the next trial while trial 1 still ran (a batch
+    # would have waited for it); the re-run took the next slot that freed
+    times = _optuna_times(tmp_path)
+    assert times[0][1] <= times[2][0] < times[1][1], times
+    assert times[3][0] >= min(times[1][1], times[2][1]), times
     runs = _child_runs(uri)
     killed = next(r for r in runs if r.data.tags["slurm.job_id"] == job)
     assert killed.data.tags["trial.outcome"] == "preempted"
     assert killed.data.tags["slurm.state"].startswith("CANCELLED")
     assert killed.info.status == "KILLED"
     done = [r for r in runs if r.data.tags["trial.outcome"] == "completed"]
-    assert len(done) == 2 and all(states[r.data.tags["slurm.job_id"]] == "COMPLETED" for r in done)
+    assert len(done) == 3 and all(states[r.data.tags["slurm.job_id"]] == "COMPLETED" for r in done)
     client = MlflowClient(uri)
     for run in done:     # verl's own per-step metrics, logged from inside the job through MLFLOW_RUN_ID
         assert sorted(m.step for m in client.get_metric_history(run.info.run_id, "perf/throughput")) == [1, 2, 3, 4]
