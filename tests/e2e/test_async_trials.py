@@ -15,7 +15,7 @@ import pytest
 import tests.e2e.test_reconcile_after_kill as kill
 from tests.e2e.test_study_loop_sweeps import events, rows, run, study_trials
 from verlsweep.common.names import RESULT_FILE
-from tests.support.trial_helpers import REPO, TEST_MARK, copy_store, new_mark, run_sweep, standin_knob, survivors
+from tests.support.trial_helpers import REPO, TEST_MARK, copy_store, new_mark, run_sweep, survivors
 
 pytestmark = pytest.mark.slow
 JOBLIB = ["hydra/launcher=joblib", "hydra.launcher.n_jobs=3", "hydra.sweeper.n_jobs=3"]
@@ -80,11 +80,8 @@ def test_a_sweep_killed_with_three_trials_in_flight_is_settled_by_the_rerun(tiny
     # meanwhile (each writes its result.json) and the rerun tells each from its own files, nothing lost,
     # nothing re-run (joblib's pool workers would outlive it too, idle until loky's idle timeout)
     uri = copy_store(empty_mlflow_db, tmp_path)
-    args, env = kill.setup(tmp_path, tiny_model_dir, gsm8k_dir, uri, n_trials=3)
-    slow = standin_knob("step_seconds", 1)
-    args = [slow if a == standin_knob("step_seconds", 0.4) else a for a in args] + [
-        "hydra/launcher=submitit_local", "hydra.sweeper.n_jobs=3"]
-    assert slow in args
+    args, env = kill.setup(tmp_path, tiny_model_dir, gsm8k_dir, uri, n_trials=3, step_seconds=1)
+    args += ["hydra/launcher=submitit_local", "hydra.sweeper.n_jobs=3"]
     mark = new_mark()
     full = {**os.environ, **env, TEST_MARK: mark, "VS_SLEEPER": str(tmp_path / "sleepers")}
     full.pop("MLFLOW_TRACKING_URI", None)

@@ -8,8 +8,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from tests.support import fake_npu_smi
-from tests.support.trial_helpers import (copy_store, new_mark, run_sweep, standin_entrypoint, standin_knob, survivors,
-                                         tiny_overrides)
+from tests.support.trial_helpers import copy_store, new_mark, run_sweep, standin_entrypoint, survivors, tiny_overrides
 
 
 @pytest.mark.slow
@@ -19,7 +18,7 @@ def test_a_standin_trial_through_sweep_py_ends_with_npu_series_and_its_peak(tmp_
     uri = copy_store(empty_mlflow_db, tmp_path)
     mark = new_mark()
     proc = run_sweep(tmp_path, [*tiny_overrides(tiny_model_dir, gsm8k_dir, tmp_path / "out", uri), standin_entrypoint(),
-                                "validate.verl=false", "trial.steps=3", standin_knob("step_seconds", 0.8),
+                                "validate.verl=false", "trial.steps=3", "+env.VERL_STANDIN_STEP_SECONDS=0.8",
                                 "monitor.interval=0.5", "+env.ASCEND_RT_VISIBLE_DEVICES='0,1,2,3'"], mark,
                      env={"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"})
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -20,8 +20,7 @@ import optuna
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.support.trial_helpers import (REPO, STANDIN, copy_store, new_mark, run_sweep, standin_knob, survivors,
-                                         tiny_overrides)
+from tests.support.trial_helpers import REPO, STANDIN, copy_store, new_mark, run_sweep, survivors, tiny_overrides
 from verlsweep.common.names import CRASH_AT_ENV
 
 pytestmark = pytest.mark.slow
@@ -48,12 +47,14 @@ exec {python} {standin} "$@"
 STATUS_OF = {"COMPLETE": {"FINISHED", "FAILED"}, "PRUNED": {"KILLED"}, "FAIL": {"FAILED", "KILLED"}}
 
 
-def setup(tmp_path: Path, model: Path, data: Path, uri: str, n_trials: int = 2) -> tuple[list[str], dict[str, str]]:
+def setup(tmp_path: Path, model: Path, data: Path, uri: str, n_trials: int = 2, step_seconds: float = 0.4
+          ) -> tuple[list[str], dict[str, str]]:
     wrapper = tmp_path / "trial.sh"
     wrapper.write_text(WRAPPER.format(python=sys.executable, standin=STANDIN))
     wrapper.chmod(0o755)
     args = [*tiny_overrides(model, data, tmp_path / "out", uri), f"runner.entrypoint=[bash,{wrapper}]",
-            "validate.verl=false", "trial.steps=3", standin_knob("step_seconds", 0.4), "runner.grace_period=2",
+            "validate.verl=false", "trial.steps=3", f"+env.VERL_STANDIN_STEP_SECONDS={step_seconds}",
+            "runner.grace_period=2",
             f"hydra.sweep.dir={tmp_path / 'sweep'}", f"hydra.sweeper.study_name={STUDY}",
             f"hydra.sweeper.n_trials={n_trials}", "hydra.sweeper.enqueue_recipe=false",
             "hydra/sweeper/sampler=random", "hydra.sweeper.sampler.seed=0", "hydra/sweeper/pruner=none",

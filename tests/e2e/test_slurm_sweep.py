@@ -13,8 +13,8 @@ import optuna
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.support.trial_helpers import (REPO, TEST_MARK, copy_store, new_mark, run_sweep, standin_entrypoint,
-                                         standin_knob, survivors, tiny_overrides)
+from tests.support.trial_helpers import (REPO, TEST_MARK, copy_store, new_mark, run_sweep, standin_entrypoint, survivors,
+                                 tiny_overrides)
 
 pytestmark = pytest.mark.slow
 
@@ -101,7 +101,7 @@ def test_scancel_of_a_running_standin_trial_is_preempted_its_slot_refilled_while
     sweep_dir = tmp_path / "sweep"
     mark = new_mark()
     args = [*tiny_overrides(tiny_model_dir, gsm8k_dir, tmp_path / "out", uri), standin_entrypoint(), *SLURM,
-            "trial.steps=4", standin_knob("step_seconds", 3), "hydra.sweeper.n_trials=3", "hydra.sweeper.n_jobs=2",
+            "trial.steps=4", "+env.VERL_STANDIN_STEP_SECONDS=3", "hydra.sweeper.n_trials=3", "hydra.sweeper.n_jobs=2",
             "hydra.sweeper.study_name=slurm-standin", f"hydra.sweep.dir={sweep_dir}", "validate.verl=false"]
     env = {**slurm_cluster.client_env(), TEST_MARK: mark}
     env.pop("MLFLOW_TRACKING_URI", None)

@@ -9,8 +9,7 @@ from __future__ import annotations
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.support.trial_helpers import (copy_store, new_mark, run_sweep, standin_entrypoint, standin_knob, survivors,
-                                         tiny_overrides)
+from tests.support.trial_helpers import copy_store, new_mark, run_sweep, standin_entrypoint, survivors, tiny_overrides
 
 pytestmark = pytest.mark.slow
 
@@ -22,7 +21,7 @@ def test_a_trial_below_the_median_is_pruned_and_its_verl_process_stopped(tiny_mo
     uri = copy_store(empty_mlflow_db, tmp_path)
     common = [
         *tiny_overrides(tiny_model_dir, gsm8k_dir, tmp_path / "out", uri), standin_entrypoint(),
-        f"trial.steps={STEPS}", standin_knob("step_seconds", 0.3),
+        f"trial.steps={STEPS}", "+env.VERL_STANDIN_STEP_SECONDS=0.3",
         "hydra.sweeper.study_name=prune-e2e", "hydra.sweeper.enqueue_recipe=false",
         "hydra/sweeper/sampler=random", "hydra.sweeper.sampler.seed=1",
         "hydra/sweeper/pruner=median", "hydra.sweeper.pruner.n_startup_trials=2",

@@ -45,16 +45,6 @@ def standin_entrypoint() -> str:
     return f"runner.entrypoint=[python,{STANDIN}]"
 
 
-def standin_knob(name: str, value: object) -> str:
-    """A stand-in knob for every trial of a sweep: as `VERL_STANDIN_<KNOB>` in the trial's environment
-    (the `env` group). A `+standin.<knob>` override would only land in the sweep's own config."""
-    return f"+env.VERL_STANDIN_{name.upper()}={value}"
-
-
-def _dead_knobs(args: list[str]) -> list[str]:
-    return [a for a in args if a.lstrip("+").startswith("standin.")]
-
-
 # report.html and plots/ cost seconds of plotting per draw: drawn only for the tests that read them
 NO_REPORT = "hydra.sweeper.report=false"
 # verl's own compose and validate_config before launch import verl (torch, transformers, tensordict): over
@@ -66,7 +56,10 @@ NO_VERL_CHECK = "validate.verl=false"
 def run_sweep(cwd: Path, args: list[str], mark: str, *, multirun: bool = False, timeout: float = 600,
               env: dict[str, str] | None = None, report: bool = False, verl_check: bool = False
               ) -> subprocess.CompletedProcess:
-    assert not _dead_knobs(args), f"{_dead_knobs(args)}: give a sweep's stand-in knobs with standin_knob()"
+    # a sweep's trials read stand-in knobs from their environment (the `env` group); `+standin.<knob>`
+    # would only land in the sweep's own config and never reach a trial
+    dead = [a for a in args if a.lstrip("+").startswith("standin.")]
+    assert not dead, f"{dead}: give a sweep's stand-in knobs as +env.VERL_STANDIN_<KNOB>=<value>"
     if multirun and not report and "hydra/sweeper=basic" not in args:
         args = [*args, NO_REPORT]
     if not verl_check and not any(a.startswith("validate.verl=") for a in args):
