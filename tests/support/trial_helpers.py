@@ -18,7 +18,7 @@ import psutil
 import requests
 from mlflow.tracking import MlflowClient
 
-from verlsweep.common.processes import is_alive
+from verlsweep.common.processes import is_alive, own_processes
 
 REPO = Path(__file__).resolve().parents[2]
 STANDIN = REPO / "tests" / "support" / "standin" / "verl_standin.py"
@@ -80,10 +80,10 @@ def new_mark() -> str:
 def survivors(mark: str) -> list[str]:
     """Processes still carrying the test's mark (the sweep itself has exited by then)."""
     found = []
-    for proc in psutil.process_iter(["pid", "name", "cmdline"]):
+    for proc in own_processes():      # fresh psutil objects: a cached one can hide a recycled pid's process
         try:
             if proc.environ().get(TEST_MARK) == mark and is_alive(proc):
-                found.append(f"{proc.pid} {' '.join(proc.info['cmdline'] or [])[:200]}")
+                found.append(f"{proc.pid} {' '.join(proc.cmdline())[:200]}")
         except (psutil.Error, OSError):
             continue
     return found

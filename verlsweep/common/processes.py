@@ -50,6 +50,10 @@ def own_processes(skip: Container[int] = ()) -> Iterator[psutil.Process]:
     """This user's processes (by real uid), other than this process and the pids in `skip` (read as the
     iteration goes: a dict being filled from the loop skips what it gathered)."""
     me, uid = os.getpid(), os.getuid()
+    # process_iter keeps the objects of its earlier calls: one made for a process that has since ended
+    # says is_running() False for the live process that recycled its pid (pid_max is 32768 in many
+    # containers), and every caller's is_alive would drop that process
+    psutil.process_iter.cache_clear()
     for proc in psutil.process_iter(["uids"]):
         if proc.pid == me or proc.pid in skip:
             continue

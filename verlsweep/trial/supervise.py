@@ -170,9 +170,9 @@ def stop_marked(mark: str, grace_s: float) -> list[int]:
     """SIGTERM every live process carrying `mark`, `grace_s` to exit, then SIGKILL; returns their pids.
     For processes started outside a supervised tree (a trial's Ray cluster under srun)."""
     marked = []
-    for proc in psutil.process_iter():
+    for proc in own_processes():
         try:
-            if proc.pid != os.getpid() and proc.environ().get(MARK_ENV) == mark and is_alive(proc):
+            if proc.environ().get(MARK_ENV) == mark and is_alive(proc):
                 marked.append(proc)
         except (psutil.Error, OSError):
             continue
