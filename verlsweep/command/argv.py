@@ -75,13 +75,17 @@ def sweeper_conflict(argv: list[str]) -> str | None:
 
 # Groups a user never picks: `device` is included by each hardware file (conf/device/).
 INTERNAL_GROUPS = ("device",)
+# A group whose one option is this is a settings node of the root config (conf/trial/default.yaml):
+# its keys are set (trial.steps=3), there is nothing to pick.
+NODE_OPTION = "default"
 
 
 def help_groups() -> str:
-    """The config groups a user picks from, one line each (`python sweep.py --help`)."""
+    """The config groups a user picks from, one line each (`python sweep.py --help`): neither the internal
+    ones nor the settings nodes."""
     from verlsweep import CONF_DIR
 
-    groups = {g: o for g, o in group_options(CONF_DIR).items() if g not in INTERNAL_GROUPS}
+    groups = {g: o for g, o in group_options(CONF_DIR).items() if g not in INTERNAL_GROUPS and o != [NODE_OPTION]}
     width = max(map(len, groups), default=0)
     return "\n".join(f"  {g:<{width}}  {', '.join(o)}" for g, o in groups.items())
 
