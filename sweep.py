@@ -10,7 +10,7 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig
 
-from verlsweep import CONF_DIR, task
+from verlsweep import CONF_DIR, ROOT_CONFIG, task
 from verlsweep.command import argv as cli_args
 from verlsweep.command import config_store
 from verlsweep.common.errors import ConfigError, full_traceback_wanted
@@ -18,7 +18,7 @@ from verlsweep.common.errors import ConfigError, full_traceback_wanted
 config_store.register()
 
 
-@hydra.main(version_base="1.3", config_path="conf", config_name="sweep")
+@hydra.main(version_base="1.3", config_path="conf", config_name=ROOT_CONFIG)
 def main(cfg: DictConfig) -> Any:
     try:
         return task.run(cfg)

@@ -93,6 +93,20 @@ def test_the_sweeper_plugin_keeps_only_what_hydra_needs():
     assert modules == {"__init__.py", "config.py", "verlsweep_sweeper.py", "_impl.py"}
 
 
+# plugin dir -> its modules: Hydra imports every module under hydra_plugins/ in every Hydra app's process
+PLUGIN_MODULES = {
+    "verlsweep_sweeper": {"__init__.py", "config.py", "verlsweep_sweeper.py", "_impl.py"},
+    "verlsweep_launcher": {"__init__.py", "slurm_launcher.py"},
+    # the SearchPathPlugin and the ConfigSource it adds (sweeps/ as group `space`)
+    "verlsweep_searchpath": {"__init__.py", "searchpath.py", "space_source.py"},
+}
+
+
+def test_every_plugin_dir_keeps_only_what_hydra_needs():
+    found = {d.name: {p.name for p in d.glob("*.py")} for d in PLUGIN.iterdir() if d.is_dir() and d.name != "__pycache__"}
+    assert found == PLUGIN_MODULES
+
+
 def test_every_stage_is_a_subpackage_whose_docstring_says_what_it_may_import():
     missing = []
     for stage in ALLOWED:

@@ -18,5 +18,9 @@ from pathlib import Path
 
 __version__ = "0.1.0"
 
-# The config tree sits beside the package in a source checkout / editable install.
+# The config tree and the search spaces sit beside the package in a source checkout / editable install;
+# hydra_plugins/verlsweep_searchpath shows sweeps/*.yaml as config group `space` of an app rooted at
+# ROOT_CONFIG.
 CONF_DIR: Path = Path(__file__).resolve().parent.parent / "conf"
+SWEEPS_DIR: Path = CONF_DIR.parent / "sweeps"
+ROOT_CONFIG = "sweep"           # conf/sweep.yaml

@@ -9,27 +9,41 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from hydra.errors import HydraException
+
+from verlsweep.command.hydra_compose import group_options as hydra_group_options
 from verlsweep.command.suggest import did_you_mean
 
 SPACE_GROUP = "space"            # the search space: configures our sweeper (hydra.sweeper.*) only
 OUR_SWEEPER = "verlsweep"
 OUR_SWEEPERS = (OUR_SWEEPER, "verl_trials")      # the plugin, and conf/hydra/sweeper's option over it
 _CHOICE = re.compile(r"^[+~]*([A-Za-z_][\w/]*)=(.*)$")
-# the config tree is not only conf/: options may come from elsewhere, which this check cannot see
-_OTHER_SOURCES = ("hydra.searchpath", "--config-dir", "-cd", "--config-path", "-cp")
+# Hydra's search path as the command line extends it: the check reads a `hydra.searchpath=` with it; another
+# primary config dir it does not follow
+_SEARCHPATH = "hydra.searchpath="
+_OTHER_DIRS = ("--config-dir", "-cd", "--config-path", "-cp")
 
 
-def group_options(conf_dir: Path) -> dict[str, list[str]]:
-    """Config group -> its options, from the files of the config tree (hydra/ groups excluded)."""
-    return {g.name: sorted(p.stem for p in g.glob("*.yaml"))
-            for g in sorted(conf_dir.iterdir()) if g.is_dir() and g.name != "hydra"}
+def _searchpath(argv: list[str]) -> list[str]:
+    return [a for a in argv if a.startswith(_SEARCHPATH)]
+
+
+def group_options(conf_dir: Path, argv: list[str] | None = None) -> dict[str, list[str]]:
+    """Config group -> its options, as Hydra finds them from `conf_dir` (the search spaces and the user's
+    config dirs included, with a `hydra.searchpath=` of `argv`); Hydra's own groups excluded."""
+    from verlsweep import ROOT_CONFIG
+
+    return hydra_group_options(conf_dir, ROOT_CONFIG, _searchpath(argv or []))
 
 
 def group_typos(argv: list[str], conf_dir: Path) -> list[str]:
     """One message per group choice on the command line that names no option of its group."""
-    if any(a.startswith(_OTHER_SOURCES) for a in argv):
+    if any(a.startswith(_OTHER_DIRS) for a in argv):
         return []
-    groups = group_options(conf_dir)
+    try:
+        groups = group_options(conf_dir, argv)
+    except HydraException:
+        return []                 # a malformed hydra.searchpath: Hydra's own message when it composes
     out = []
     for arg in argv:
         match = _CHOICE.match(arg)

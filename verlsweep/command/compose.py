@@ -116,9 +116,9 @@ def build_command(cfg: DictConfig, *, require_paths: bool = True) -> Command:
 
 def compose_config(overrides: list[str] | None = None, return_hydra_config: bool = False) -> DictConfig:
     """Our root config (conf/sweep.yaml) with `overrides`, as `python sweep.py <overrides>` would see it."""
-    from verlsweep import CONF_DIR
+    from verlsweep import CONF_DIR, ROOT_CONFIG
     from verlsweep.command import config_store
 
     config_store.register()
-    return compose_dir(CONF_DIR, "sweep", overrides or [], return_hydra_config=return_hydra_config)
+    return compose_dir(CONF_DIR, ROOT_CONFIG, overrides or [], return_hydra_config=return_hydra_config)
 

@@ -5,6 +5,10 @@ import re
 MIB = 1024**2
 GIB = 1024**3
 
+# Config dirs of the user's own (hardware, models, local/), os.pathsep-separated: searched after conf/
+# (hydra_plugins/verlsweep_searchpath; docs/config-tree.md).
+CONFIG_PATH_ENV = "VERLSWEEP_CONFIG_PATH"
+
 # Environment of a trial process (set only there, never in the sweep's own os.environ).
 TRIAL_DIR_ENV = "VERLSWEEP_TRIAL_DIR"          # the trial's own dir: its log, files and working dir
 FILE_LOGGER_ENV = "VERL_FILE_LOGGER_PATH"      # verl/utils/tracking.py FileLogger writes its JSONL here
