@@ -88,7 +88,8 @@ class Profile(Hardware):
     cpus: int | None = None          # CPUs per node the trial's Ray will have (plan/ray_demand.py)
 
     def hardware_node(self, description: str) -> dict[str, Any]:
-        values = {f.name: getattr(self, f.name) for f in fields(Hardware)}
+        """The profile's `hardware:` node; `device` is left to the `/device` option the file picks."""
+        values = {f.name: getattr(self, f.name) for f in fields(Hardware) if f.name != "device"}
         values = {k: round(v, 2) if isinstance(v, float) else v for k, v in values.items()}
         if self.cpus is not None:
             values["cpus"] = self.cpus
