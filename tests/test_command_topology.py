@@ -10,7 +10,7 @@ from verlsweep.command.topology import tp_choices, world_size
 
 def _cfg(per_node: int, nnodes: int, heads: int, kv: int):
     return OmegaConf.create({"hardware": {"devices_per_node": per_node, "nnodes": nnodes},
-                             "model": {"num_attention_heads": heads, "num_key_value_heads": kv}})
+                             "model": {"config": {"num_attention_heads": heads, "num_key_value_heads": kv}}})
 
 
 def test_the_world_is_devices_per_node_times_nodes():

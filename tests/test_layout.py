@@ -103,7 +103,8 @@ PLUGIN_MODULES = {
 
 
 def test_every_plugin_dir_keeps_only_what_hydra_needs():
-    found = {d.name: {p.name for p in d.glob("*.py")} for d in PLUGIN.iterdir() if d.is_dir() and d.name != "__pycache__"}
+    found = {d.name: {p.name for p in d.glob("*.py")} for d in PLUGIN.iterdir()
+             if d.is_dir() and d.name != "__pycache__"}
     assert found == PLUGIN_MODULES
 
 

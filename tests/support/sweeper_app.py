@@ -30,6 +30,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from verlsweep.command import config_store
 from verlsweep.common.result import TrialResult
+from verlsweep.plan.inputs import params_b
 from verlsweep.study_link import reporter_for
 
 config_store.register()
@@ -47,7 +48,7 @@ def landscape(cfg: DictConfig) -> tuple[float | None, float]:
     p_off = bool(OmegaConf.select(cfg, f"{ACTOR}.param_offload"))
     o_off = bool(OmegaConf.select(cfg, f"{ACTOR}.optimizer_offload"))
     r_off = bool(OmegaConf.select(cfg, f"{REF}.param_offload"))
-    weights = 2.0 * float(cfg.model.params_b)                     # bf16 weights
+    weights = 2.0 * params_b(cfg.model.config)                    # bf16 weights
     trainer = 3.0 + (0 if p_off else 9.0) + (0 if o_off else 14.0) + (0 if r_off else 5.0)
     peak = util * hbm + trainer
     kv = util * hbm - weights / tp

@@ -84,7 +84,7 @@ def check_rules(cfg: DictConfig) -> list[Problem]:
                 f"{ROLLOUT}.tensor_model_parallel_size",
                 tp,
                 f"one of {allowed_tp} (divides the {world_size(cfg)} devices of {cfg.hardware.name} "
-                f"and the {cfg.model.num_attention_heads} attention heads of {cfg.model.name})",
+                f"and the {cfg.model.config.num_attention_heads} attention heads of {cfg.model.name})",
             )
         )
 

@@ -51,9 +51,10 @@ def check_sp(cfg: DictConfig) -> list[Problem]:
     key, sp = actor_sp(cfg)
     allowed = sp_choices(cfg)
     if not _positive_int(sp) or sp not in allowed:
+        shapes = cfg.model.config
         return [Problem(key, sp, f"one of {allowed} (divides the {world_size(cfg)} devices of {cfg.hardware.name}; "
-                                 f"verl's Ulysses attention needs the {cfg.model.num_attention_heads} attention heads "
-                                 f"divisible by SP and the {cfg.model.num_key_value_heads} KV heads divisible by "
+                                 f"verl's Ulysses attention needs the {shapes.num_attention_heads} attention heads "
+                                 f"divisible by SP and the {shapes.num_key_value_heads} KV heads divisible by "
                                  "SP or SP by them)")]
     return []
 

@@ -18,8 +18,8 @@ def tp_choices(cfg: DictConfig) -> list[int]:
     verl/workers/rollout/llm_server.py) and the attention heads; KV heads are split when TP <= KV
     heads and replicated when TP is a multiple of them (vLLM's rule for GQA models).
     """
-    heads = int(cfg.model.num_attention_heads)
-    kv = int(cfg.model.num_key_value_heads)
+    heads = int(cfg.model.config.num_attention_heads)
+    kv = int(cfg.model.config.num_key_value_heads)
     world = world_size(cfg)
     return [
         tp

@@ -66,29 +66,70 @@ def _actor_sp(v: VerlValues) -> int:
     return old if old > 1 else new
 
 
-# conf/model keys -> Hugging Face config.json keys, for a model group whose checkpoint is not on disk
-_HF_KEYS = {"num_layers": "num_hidden_layers", "hidden_size": "hidden_size",
-            "num_attention_heads": "num_attention_heads", "num_key_value_heads": "num_key_value_heads",
-            "head_dim": "head_dim", "intermediate_size": "intermediate_size", "vocab_size": "vocab_size",
-            "tie_word_embeddings": "tie_word_embeddings", "max_position_embeddings": "max_position_embeddings"}
+# The config.json fields (model.config) the planner's shapes need; head_dim may be derived (_head_dim).
+_SHAPES = ("num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads", "intermediate_size",
+           "vocab_size", "tie_word_embeddings")
+
+
+def _head_dim(config: Mapping[str, Any]) -> int:
+    # transformers' default where config.json states none (modeling_qwen2.py Qwen2Attention)
+    return int(config.get("head_dim") or int(config["hidden_size"]) // int(config["num_attention_heads"]))
+
+
+def params_b(config: Mapping[str, Any]) -> float:
+    """Billions of parameters of a decoder-only model from its config.json fields, to the million as the
+    model cards give it (a model under half a million keeps its exact count): the embeddings; per layer
+    the attention (q/k/v/o, q/k/v biases for qwen2 or with attention_bias, q/k norms for qwen3), the MLP
+    (dense, or num_experts experts and their router on the layers decoder_sparse_step and mlp_only_layers
+    leave sparse, as transformers' modeling_qwen3_moe.py) and two norms; the final norm; an untied head.
+    transformers builds the same count (tests/test_trainer_trace.py)."""
+    hidden, layers = int(config["hidden_size"]), int(config["num_hidden_layers"])
+    heads, kv, head_dim = int(config["num_attention_heads"]), int(config["num_key_value_heads"]), _head_dim(config)
+    model_type, bias = str(config.get("model_type")), bool(config.get("attention_bias"))
+    attention = hidden * head_dim * 2 * (heads + kv)
+    attention += head_dim * (heads + 2 * kv) if bias or model_type == "qwen2" else 0
+    attention += hidden if bias else 0                                  # o_proj's bias
+    attention += 2 * head_dim if model_type in ("qwen3", "qwen3_moe") else 0
+    experts, step = int(config.get("num_experts") or 0), int(config.get("decoder_sparse_step") or 1)
+    dense_only = set(config.get("mlp_only_layers") or [])
+    moe = experts * (3 * hidden * int(config.get("moe_intermediate_size") or 0) + hidden)
+    mlp = sum(moe if experts and i not in dense_only and (i + 1) % step == 0
+              else 3 * hidden * int(config["intermediate_size"]) for i in range(layers))
+    embedding = int(config["vocab_size"]) * hidden
+    total = embedding * (1 if config["tie_word_embeddings"] else 2) + layers * (attention + 2 * hidden) + mlp + hidden
+    return round(total / 1e9, 3) or total / 1e9
+
+
+def _model(node: Mapping[str, Any]) -> Model:
+    """The planner's Model from a model group (model.name, model.path, model.config)."""
+    config = node.get("config") or {}
+    missing = [f"model.config.{k}" for k in _SHAPES if config.get(k) is None]
+    if missing:
+        raise NotPlannable(f"model {node.get('name')!r} lacks {', '.join(missing)} (its config.json's fields)")
+    positions = config.get("max_position_embeddings")
+    return Model(
+        name=str(node["name"]), params=params_b(config) * 1e9,
+        num_layers=int(config["num_hidden_layers"]), hidden_size=int(config["hidden_size"]),
+        num_attention_heads=int(config["num_attention_heads"]),
+        num_key_value_heads=int(config["num_key_value_heads"]), head_dim=_head_dim(config),
+        intermediate_size=int(config["intermediate_size"]), vocab_size=int(config["vocab_size"]),
+        tie_word_embeddings=bool(config["tie_word_embeddings"]),
+        max_position_embeddings=int(positions) if positions is not None else None,
+        hf_config=_hf_config(node),
+    )
 
 
 def _hf_config(model_node: Mapping[str, Any]) -> str | None:
     """The model's Hugging Face config as JSON: the checkpoint's config.json when model.path holds one,
-    else the group's shapes under its model_type (plus hf_config_extra, e.g. MoE experts); None when
-    the group names no model_type."""
+    else the group's model.config; None when neither names a model_type."""
     path = model_node.get("path")
     if path and (Path(str(path)) / "config.json").is_file():
         try:
             return json.dumps(json.loads((Path(str(path)) / "config.json").read_text()), sort_keys=True)
         except (OSError, ValueError):
-            pass        # unreadable: the group's shapes below
-    model_type = model_node.get("model_type")
-    if not model_type:
-        return None
-    config = {hf: model_node.get(key) for key, hf in _HF_KEYS.items() if model_node.get(key) is not None}
-    config.update(model_node.get("hf_config_extra") or {})
-    return json.dumps({"model_type": str(model_type), **config}, sort_keys=True)
+            pass        # unreadable: the group's model.config below
+    config = model_node.get("config") or {}
+    return json.dumps(dict(config), sort_keys=True) if config.get("model_type") else None
 
 
 # the nodes of a sweep config the planner reads
@@ -137,17 +178,7 @@ def from_tree(cfg: Mapping[str, Any]) -> PlanInputs:
         **{k: (int if k in ("devices_per_node", "nnodes") else float)(hw_node[k])
            for k in Hardware.__dataclass_fields__ if k not in ("name", "device")},
     )
-    model = Model(
-        name=str(model_node["name"]), params=float(model_node["params_b"]) * 1e9,
-        num_layers=int(model_node["num_layers"]), hidden_size=int(model_node["hidden_size"]),
-        num_attention_heads=int(model_node["num_attention_heads"]),
-        num_key_value_heads=int(model_node["num_key_value_heads"]), head_dim=int(model_node["head_dim"]),
-        intermediate_size=int(model_node["intermediate_size"]), vocab_size=int(model_node["vocab_size"]),
-        tie_word_embeddings=bool(model_node["tie_word_embeddings"]),
-        max_position_embeddings=(int(model_node["max_position_embeddings"])
-                                 if model_node.get("max_position_embeddings") is not None else None),
-        hf_config=_hf_config(model_node),
-    )
+    model = _model(model_node)
     world = hardware.world
     prompt_len = int(v.get("data.max_prompt_length"))
     response_len = int(v.get("data.max_response_length"))

@@ -65,7 +65,7 @@ def source(inp: PlanInputs) -> str:
     if inp.trainer != "traced":
         return "analytic"
     if inp.model.hf_config is None:
-        return "analytic (no Hugging Face config for this model: add model_type to its conf/model group)"
+        return "analytic (no Hugging Face config for this model: add model.config.model_type to its model file)"
     why = _FAILED.get(inp.model.hf_config)
     return f"analytic (the trace failed: {why})" if why else "traced"
 
