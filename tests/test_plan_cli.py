@@ -90,6 +90,18 @@ def test_detect_writes_a_profile_from_recorded_npu_smi_that_plans_like_the_shipp
     assert mine.capacity_gb == pytest.approx(theirs.capacity_gb, abs=0.3)
 
 
+def test_detect_writes_into_a_config_dir_of_the_users_that_the_config_path_variable_finds(tmp_path, capsys,
+                                                                                         monkeypatch):
+    own = tmp_path / "site"
+    assert main(["detect", "--from-npu-smi", str(DATA / "npu_smi_a2_910b3.txt"), "--name", "lab_a2",
+                 "--host-memory-gb", "1024", "--conf-dir", str(own)]) == 0
+    assert f"use hardware=lab_a2 with VERLSWEEP_CONFIG_PATH={own}" in capsys.readouterr().out
+    assert sorted(p.relative_to(own).as_posix() for p in own.rglob("*.yaml")) == ["hardware/lab_a2.yaml"]
+    monkeypatch.setenv("VERLSWEEP_CONFIG_PATH", str(own))
+    cfg = compose_config(["hardware=lab_a2"])
+    assert cfg.hardware.device == "npu" and from_cfg(cfg).hardware.world == 8
+
+
 def test_detect_counts_each_a3_chip_as_a_device(conf_copy):
     assert main(["detect", "--from-npu-smi", str(DATA / "npu_smi_a3.txt"), "--name", "lab_a3",
                  "--host-memory-gb", "1536", "--conf-dir", str(conf_copy)]) == 0

@@ -52,3 +52,15 @@ def test_the_dirs_of_the_config_path_variable_add_options_after_conf(tmp_path, m
     assert {"lab_a", "lab_b", "a2_64g"} <= set(group_options(CONF_DIR)["hardware"])
     assert compose_config(["hardware=lab_b"]).hardware.name == "lab_b"
     assert compose_config(["hardware=a2_32g"]).hardware.name == "a2_32g"
+
+
+def test_a_local_default_in_a_users_dir_sets_the_sites_values_after_every_group(tmp_path, monkeypatch):
+    config_store.register()
+    assert compose_config(["space=smoke"]).trial.steps == 2         # sweeps/smoke.yaml
+    (tmp_path / "local").mkdir()
+    (tmp_path / "local" / "default.yaml").write_text(
+        "# @package _global_\ntrial:\n  steps: 7\nslurm:\n  partition: lab\n")
+    monkeypatch.setenv(CONFIG_PATH_ENV, str(tmp_path))
+    cfg = compose_config(["space=smoke"])
+    assert (cfg.trial.steps, cfg.slurm.partition) == (7, "lab")
+    assert compose_config(["space=smoke", "trial.steps=3"]).trial.steps == 3       # the command line still wins

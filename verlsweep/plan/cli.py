@@ -41,6 +41,7 @@ def _table_parser() -> argparse.ArgumentParser:
         description="Predicted HBM per phase and tokens/s over util x TP x offload.",
         epilog="other commands (each with its own --help):\n"
                "  python -m verlsweep.plan detect --name NAME   write conf/hardware/NAME.yaml for this node's devices\n"
+               "                                                (--conf-dir DIR: into a config dir of your own)\n"
                "  python -m verlsweep.plan refit --tracking-uri URI --experiment NAME --out cal.yaml\n"
                "                                                fit the planner's constants to measured trials\n"
                "  python -m verlsweep.plan refit --traces [--write | --out cal.yaml]\n"
@@ -85,6 +86,7 @@ def cmd_table(argv: list[str]) -> int:
 
 def cmd_detect(argv: list[str]) -> int:
     from verlsweep import CONF_DIR
+    from verlsweep.common.names import CONFIG_PATH_ENV
     from verlsweep.plan import detect, ray_demand
 
     p = argparse.ArgumentParser(prog="python -m verlsweep.plan detect",
@@ -100,7 +102,9 @@ def cmd_detect(argv: list[str]) -> int:
     p.add_argument("--cpus", type=int, help="CPUs per node a trial's Ray gets (default: what this process may use)")
     for key in ("bf16-tflops", "hbm-bandwidth-gbs", "host-link-gbs"):
         p.add_argument(f"--{key}", type=float, help="needed when the chip is not in KNOWN_CHIPS")
-    p.add_argument("--conf-dir", type=Path, default=CONF_DIR, help=argparse.SUPPRESS)
+    p.add_argument("--conf-dir", type=Path, default=CONF_DIR, metavar="DIR",
+                   help="write DIR/hardware/<name>.yaml (default: the checkout's conf/); a config dir of your own, "
+                        f"found through ${CONFIG_PATH_ENV} or hydra.searchpath (docs/config-tree.md)")
     p.add_argument("--force", action="store_true", help="overwrite an existing profile")
     args = p.parse_args(argv)
     overrides = {"bf16_tflops": args.bf16_tflops, "hbm_bandwidth_gbs": args.hbm_bandwidth_gbs,
@@ -129,8 +133,10 @@ def cmd_detect(argv: list[str]) -> int:
     except detect.DetectError as exc:
         print(f"verlsweep.plan detect: {exc}", file=sys.stderr)
         return 2
+    own = args.conf_dir.resolve()
+    found_by = "" if own == CONF_DIR else f" with {CONFIG_PATH_ENV}={own} (or hydra.searchpath=[file://{own}])"
     print(f"wrote {path}: {profile.devices_per_node} x {profile.chip}, {profile.hbm_total_gb:.1f} GiB "
-          f"({profile.idle_reserved_gb:.2f} reserved); use hardware={profile.name}")
+          f"({profile.idle_reserved_gb:.2f} reserved); use hardware={profile.name}{found_by}")
     return 0
 
 
