@@ -32,7 +32,7 @@ RECIPE = {UTIL: 0.6, TP: 2, P_OFF: True, O_OFF: True, R_OFF: True}      # docs/a
 
 # --- a trial's size ----------------------------------------------------------------------------------
 WORLD = 8                      # devices of every trial (a2_64g: one node of 8)
-STEPS = 5                      # trial.steps (conf/sweep.yaml)
+STEPS = 5                      # trial.steps (conf/trial/default.yaml)
 # hand-written landscapes: tokens per step of the seed recipe's report (381 tok/s x 145 s/step x 8
 # devices; verl-ascend-recipe reports/remax/README.md, calibration.yaml remax_qwen3_8b_a2_report)
 TOKENS_PER_STEP = 381 * 145 * WORLD

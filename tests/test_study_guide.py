@@ -156,7 +156,7 @@ def test_edge_probes_are_ranked_only_where_the_planner_predicts_nothing_to_fit()
 
 def test_each_candidates_inputs_are_those_of_its_own_composed_config_interpolations_included():
     # PPO's critic offload flags interpolate the actor's, and the log-prob token budgets interpolate
-    # ppo_max_token_len_per_gpu (conf/algorithm/ppo.yaml, conf/sweep.yaml): the guide resolves the
+    # ppo_max_token_len_per_gpu (conf/algorithm/ppo.yaml, conf/verl/default.yaml): the guide resolves the
     # config once, so a value that follows a swept key must be resolved again for each candidate
     from verlsweep.plan import from_cfg
 

@@ -7,7 +7,7 @@ REF, ALGORITHM, TRAINER: overrides.py's sections) and end with `python3 -m verl.
 "${DATA[@]}" ... "$@"`, so any extra Hydra argument passes through (the last value of a key wins).
 
 Defaults keep the config's environment roots unexpanded: `paths.model_root` is
-`${oc.env:VERLSWEEP_MODEL_ROOT,${oc.env:HOME}/models}` in conf/sweep.yaml, so the model's default is
+`${oc.env:VERLSWEEP_MODEL_ROOT,${oc.env:HOME}/models}` in conf/paths/default.yaml, so the model's default is
 `${VERLSWEEP_MODEL_ROOT:-${HOME}/models}/Qwen3-8B`, resolved on the node that runs the script, not the
 machine that wrote it.
 """

@@ -10,7 +10,7 @@ than once in a process.
   verlsweep.capture_sizes  sweeps/throughput.yaml: the graph capture sizes up to a largest batch
   verlsweep.help_groups    `python sweep.py --help`: the config groups and their options
   verlsweep.hardware_auto  conf/hardware/auto.yaml: explains how to make a profile
-  verlsweep.coalesce       conf/sweep.yaml: the first value that is set
+  verlsweep.coalesce       conf/verl/default.yaml: the first value that is set
   verlsweep.slurm_minutes  conf/hydra/launcher/slurm.yaml: the job's time limit
   verlsweep.slurm_gres     conf/hydra/launcher/slurm.yaml: the job's generic resources
 """
