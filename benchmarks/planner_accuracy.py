@@ -9,13 +9,13 @@ For the known points of verlsweep/plan/calibration.yaml:
   the planner's own rules (`derived: true`) are shown but not counted.
 * peak memory side by side for every point that reports one: published, analytic (the packaged
   constants, in-sample) and traced (plan.trainer=traced: the trainer's activations, logits and optimizer
-  step from the model code, verlsweep.plan.trainer_trace), with the time the traces took (cold) or
+  step from the model code, verlsweep.plan.trace.trainer_trace), with the time the traces took (cold) or
   "cache" when the disk cache had them. The published number is actor/perf/max_memory_allocated_gb:
   torch's allocated bytes, which is what both predictions are (no caching-allocator overhead).
 Then the time of a full util x TP x offload table for one hardware x model.
 The fit and the first three tables plan with the analytic formula, whose constants the fit sets; its
 memory constants are fitted to traces instead (`python -m verlsweep.plan refit --traces`,
-verlsweep/plan/trace_fit.py), so no published peak is in their fit.
+verlsweep/plan/fit/trace_fit.py), so no published peak is in their fit.
 
     python benchmarks/planner_accuracy.py [--fit] [--calibration FILE] [--repeats 20] [--groups]
 
@@ -33,10 +33,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from verlsweep.command.compose import compose_config  # noqa: E402
-from verlsweep.plan import band, calibration, from_cfg, plan  # noqa: E402
-from verlsweep.plan.fit import fit, informed  # noqa: E402
-from verlsweep.plan.points import point_inputs, samples  # noqa: E402
-from verlsweep.plan.table import DEFAULT_UTILS, grid  # noqa: E402
+from verlsweep.plan import from_cfg, plan  # noqa: E402
+from verlsweep.plan.predictor import band, calibration  # noqa: E402
+from verlsweep.plan.fit.measured_fit import fit, informed  # noqa: E402
+from verlsweep.plan.fit.points import point_inputs, samples  # noqa: E402
+from verlsweep.plan.cli.table import DEFAULT_UTILS, grid  # noqa: E402
 from verlsweep.command.topology import tp_choices  # noqa: E402
 
 
@@ -115,7 +116,7 @@ def feasibility(cal: calibration.Calibration) -> int:
         reported = "feasible" if p.feasible else f"fails: {p.binding}"
         predicted = v.status if v.fits else f"{v.status}: {v.binding}"
         # the prediction itself (an edge probe is predicted not to fit), and a reported failure must
-        # also be vetoed: outside the error band (verlsweep.plan.band)
+        # also be vetoed: outside the error band (verlsweep.plan.predictor.band)
         agree = v.fits == p.feasible and (p.feasible or (v.binding == p.binding and not v.feasible))
         if not p.derived:
             counted += 1
@@ -151,7 +152,8 @@ def traced_peaks(cal: calibration.Calibration) -> None:
     if errors["traced"]:
         print(f"worst peak error over {len(errors['traced'])} published peaks: analytic "
               f"{max(errors['analytic']):.1%}, traced {max(errors['traced']):.1%}")
-        print(f"the veto's band (verlsweep/plan/band.py): trainer terms traced ±{band.TRAINER_ERROR['traced']:.1%}, "
+        print(f"the veto's band (verlsweep/plan/predictor/band.py): trainer terms traced "
+              f"±{band.TRAINER_ERROR['traced']:.1%}, "
               f"analytic ±{band.TRAINER_ERROR['analytic']:.1%} (no tighter than its error above or against traces); other "
               f"modelled terms ±{band.ROLLOUT_ERROR:.1%}; counted bytes exact"
               + ("" if max(errors["traced"]) <= band.TRAINER_ERROR["traced"] + 5e-4

@@ -1,5 +1,5 @@
 """The veto knows its error: a config that fits only at the favourable end of the planner's error band
-(verlsweep/plan/band.py) is launched as an edge probe; one that does not fit even there is vetoed."""
+(verlsweep/plan/predictor/band.py) is launched as an edge probe; one that does not fit even there is vetoed."""
 from __future__ import annotations
 
 import pytest
@@ -7,10 +7,11 @@ from rich.console import Console
 
 from verlsweep.command.compose import compose_config
 from verlsweep.common.names import EDGE_PROBE, EDGE_PROBE_METRIC
-from verlsweep.plan import band, blocks_launch, from_cfg, plan_cfg
-from verlsweep.plan.memory import Check
-from verlsweep.plan.table import grid, render
-from verlsweep.plan.verdict import load_calibration
+from verlsweep.plan import blocks_launch, from_cfg, plan_cfg
+from verlsweep.plan.predictor import band
+from verlsweep.plan.predictor.memory import Check
+from verlsweep.plan.cli.table import grid, render
+from verlsweep.plan.predictor.verdict import load_calibration
 
 ACTOR = "verl.actor_rollout_ref.actor"
 ROLLOUT = "verl.actor_rollout_ref.rollout"

@@ -1,4 +1,4 @@
-"""verlsweep.plan.calibration: the planner's constants and known points in one YAML; a file that lacks a
+"""verlsweep.plan.predictor.calibration: the planner's constants and known points in one YAML; a file that lacks a
 constant, names an unknown one or fits a held-out point is refused by name; a refit's file round-trips
 (tests/test_plan_points.py checks the packaged points, tests/test_plan_refit.py the refit)."""
 from __future__ import annotations
@@ -9,8 +9,8 @@ from dataclasses import fields, replace
 import pytest
 import yaml
 
-from verlsweep.plan import calibration
-from verlsweep.plan.calibration import THROUGHPUT_CONSTANTS, Constants, load, parse
+from verlsweep.plan.predictor import calibration
+from verlsweep.plan.predictor.calibration import THROUGHPUT_CONSTANTS, Constants, load, parse
 
 RAW = yaml.safe_load(calibration.DEFAULT_PATH.read_text())
 

@@ -1,4 +1,4 @@
-"""The planner over the throughput knobs (verlsweep.plan.knob_costs, the memory model's token budget, graph
+"""The planner over the throughput knobs (verlsweep.plan.predictor.knob_costs, the memory model's token budget, graph
 pools and vLLM share) and the step's time split in verl's phase names (verlsweep.common.time_split)."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from verlsweep.command.compose import compose_config
 from verlsweep.plan import load_calibration, plan
-from verlsweep.plan.inputs import from_cfg
+from verlsweep.plan.predictor.inputs import from_cfg
 from verlsweep.common.time_split import measured_split, predicted_split
 
 CAL = load_calibration(None)

@@ -8,11 +8,12 @@ from omegaconf import OmegaConf
 
 from verlsweep import CONF_DIR
 from verlsweep.command.compose import compose_config
-from verlsweep.plan import blocks_launch, calibration, from_cfg, plan, plan_cfg, preflight
-from verlsweep.plan.verl_config import VERL_DEFAULTS
-from verlsweep.plan.lengths import clipped_gamma_mean, gamma_p, worst_lengths
-from verlsweep.plan.memory import plan_memory
-from verlsweep.plan.trainer_memory import micro_tokens
+from verlsweep.plan import blocks_launch, from_cfg, plan, plan_cfg, preflight
+from verlsweep.plan.predictor import calibration
+from verlsweep.plan.predictor.verl_config import VERL_DEFAULTS
+from verlsweep.plan.predictor.lengths import clipped_gamma_mean, gamma_p, worst_lengths
+from verlsweep.plan.predictor.memory import plan_memory
+from verlsweep.plan.predictor.trainer_memory import micro_tokens
 
 CAL = calibration.load()
 C = CAL.constants
@@ -158,7 +159,7 @@ def test_the_margin_separates_tight_from_infeasible():
     statuses = {round(u, 2): plan(inputs(*cfg_overrides).with_knobs(util=u), CAL).status
                 for u in (0.5, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85)}
     # util 0.8 needs 62.8 GiB of 60.7 as predicted, but 60.1 at the favourable end of the analytic
-    # trainer's 20% band (verlsweep.plan.band): since the band it is an edge probe, launched, not vetoed;
+    # trainer's 20% band (verlsweep.plan.predictor.band): since the band it is an edge probe, launched, not vetoed;
     # 0.85 (reported to OOM at wake-up, calibration.yaml qwen3_8b_no_offload_util085_wake_oom) is vetoed
     assert statuses[0.5] == "ok" and statuses[0.8] == "edge" and statuses[0.85] == "infeasible"
     assert list(statuses.values()) == sorted(statuses.values(), key=("ok", "tight", "edge", "infeasible").index)

@@ -1,4 +1,4 @@
-"""Re-fitting the planner to an MLflow experiment (verlsweep/plan/refit.py, `python -m verlsweep.plan refit`).
+"""Re-fitting the planner to an MLflow experiment (verlsweep/plan/fit/refit.py, `python -m verlsweep.plan refit`).
 
 The store is a real sqlite MLflow store filled through verlsweep.tracking.mlflow_runs's own functions (parent
 sweep run, child trial runs with their knobs) plus per-step metrics as verl's MLflow logger writes them.
@@ -20,9 +20,11 @@ from verlsweep.command import knobs
 from verlsweep.tracking import mlflow_runs as tracking
 from verlsweep.tracking import sweep_run
 from verlsweep.command.compose import compose_config
-from verlsweep.plan import calibration, from_cfg, plan_cfg, refit
+from verlsweep.plan import from_cfg, plan_cfg
+from verlsweep.plan.predictor import calibration
+from verlsweep.plan.fit import refit
 from verlsweep.plan.cli import main
-from verlsweep.plan.fit import Sample, predict
+from verlsweep.plan.fit.measured_fit import Sample, predict
 from verlsweep.common.result import TrialResult
 from verlsweep.tracking.system_metrics import DevicePeak
 
@@ -94,7 +96,7 @@ def test_harvest_rebuilds_each_real_completed_trial_with_its_measured_lengths(ex
 
 def _logits_bytes_fittable(tmp_path: Path) -> Path:
     """The packaged calibration with logits_bytes left to the fit, as a user may opt in (the packaged
-    one takes it from traces, verlsweep/plan/trace_fit.py)."""
+    one takes it from traces, verlsweep/plan/fit/trace_fit.py)."""
     text = calibration.DEFAULT_PATH.read_text()
     head, tail = text.split("  logits_bytes:\n", 1)
     tail = re.sub(r"^    fit: false[^\n]*", "    fit: true", tail, count=1, flags=re.M)

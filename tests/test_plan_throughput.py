@@ -1,4 +1,4 @@
-"""verlsweep.plan.throughput: the roofline of one colocated verl step in verl's perf/throughput unit
+"""verlsweep.plan.predictor.throughput: the roofline of one colocated verl step in verl's perf/throughput unit
 (tokens / (step time x devices)). Pinned here: the unit, which knobs move which component, and the
 TP / util ordering the model gives and why."""
 from __future__ import annotations
@@ -6,10 +6,11 @@ from __future__ import annotations
 import pytest
 
 from verlsweep.command.compose import compose_config
-from verlsweep.plan import calibration, from_cfg, plan
-from verlsweep.plan.lengths import expected_lengths
-from verlsweep.plan.memory import plan_memory
-from verlsweep.plan.throughput import Throughput, plan_throughput
+from verlsweep.plan import from_cfg, plan
+from verlsweep.plan.predictor import calibration
+from verlsweep.plan.predictor.lengths import expected_lengths
+from verlsweep.plan.predictor.memory import plan_memory
+from verlsweep.plan.predictor.throughput import Throughput, plan_throughput
 
 CAL = calibration.load()
 C = CAL.constants

@@ -1,4 +1,4 @@
-"""verlsweep.plan.verdict: the planner's prediction for one trial (Verdict), what it says before launch
+"""verlsweep.plan.predictor.verdict: the planner's prediction for one trial (Verdict), what it says before launch
 (Preflight, preflight) and whether that stops the launch (blocks_launch). The model's numbers behind it
 are pinned by tests/test_plan_model.py and tests/test_plan_throughput.py."""
 from __future__ import annotations
@@ -8,10 +8,12 @@ from dataclasses import replace
 import pytest
 
 from verlsweep.command.compose import compose_config
-from verlsweep.plan import NotPlannable, calibration, from_cfg
-from verlsweep.plan.memory import MEANING, ORDER
-from verlsweep.plan.ray_demand import CpuCheck, Demand, Supply, Term
-from verlsweep.plan.verdict import STATUSES, Preflight, Verdict, blocks_launch, load_calibration, plan, plan_cfg
+from verlsweep.plan import NotPlannable, from_cfg
+from verlsweep.plan.predictor import calibration
+from verlsweep.plan.predictor.memory import MEANING, ORDER
+from verlsweep.plan.predictor.ray_demand import CpuCheck, Demand, Supply, Term
+from verlsweep.plan.predictor.verdict import (STATUSES, Preflight, Verdict, blocks_launch, load_calibration, plan,
+                                              plan_cfg)
 
 CAL = calibration.load()
 ROLLOUT = "verl.actor_rollout_ref.rollout"

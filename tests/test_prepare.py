@@ -10,7 +10,7 @@ from verlsweep.command.compose import build_command, compose_config
 from verlsweep.common.errors import ConfigError
 from verlsweep.common.names import TRIAL_DIR_ENV
 from verlsweep.common.result import NullReporter
-from verlsweep.plan import verdict as verdict_mod
+from verlsweep.plan.predictor import verdict as verdict_mod
 from verlsweep.prepare import PreparedTrial, prepare
 from verlsweep.trial.runners import Hardware, Limits, Objective, Plan, RunOutput, Runner, RunSpec
 

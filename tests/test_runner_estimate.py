@@ -99,6 +99,6 @@ def test_an_objective_the_planner_cannot_predict_is_refused_by_name(tmp_path):
 
 def test_an_edge_probe_is_launched_under_plan_enforce_and_measures_the_planners_own_prediction(tmp_path):
     # util 0.8 without offload fits only at the favourable end of the planner's error band
-    # (verlsweep/plan/band.py): launched, and the estimate (the central prediction) OOMs when vLLM wakes
+    # (verlsweep/plan/predictor/band.py): launched, and the estimate (the central prediction) OOMs when vLLM wakes
     _, _, result = run(tmp_path, [*NO_OFFLOAD, f"{ROLLOUT}.gpu_memory_utilization=0.8"])
     assert result.outcome == "oom" and result.steps == 1

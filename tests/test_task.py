@@ -15,7 +15,7 @@ from verlsweep import task
 from verlsweep.command.compose import compose_config
 from verlsweep.common.errors import ConfigError
 from verlsweep.common.result import TrialResult
-from verlsweep.plan import verdict as verdict_mod
+from verlsweep.plan.predictor import verdict as verdict_mod
 from verlsweep.trial.runners.estimate import EstimateRunner
 
 ESTIMATE = ["hardware=a2_64g", "algorithm=remax", "runner=estimate", "validate.verl=false", "tracking.enabled=false",

@@ -1,4 +1,4 @@
-"""The trainer trace (verlsweep.plan.trainer_trace) on a tiny Qwen3: exact state bytes, an activation range,
+"""The trainer trace (verlsweep.plan.trace.trainer_trace) on a tiny Qwen3: exact state bytes, an activation range,
 checkpointing and offload as the planner applies them, the disk cache and the fallback to the formula."""
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ import pytest
 
 from verlsweep.command.compose import compose_config
 from verlsweep.common.names import GIB
-from verlsweep.plan import traced_terms
-from verlsweep.plan.calibration import load
-from verlsweep.plan.inputs import from_cfg
-from verlsweep.plan.lengths import worst_lengths
-from verlsweep.plan.trainer_memory import micro_tokens, trainer_phases
-from verlsweep.plan.trainer_trace import PassSpec, TraceError, trace_pass, trace_states
-from verlsweep.plan.verdict import plan
+from verlsweep.plan.predictor import traced_terms
+from verlsweep.plan.predictor.calibration import load
+from verlsweep.plan.predictor.inputs import from_cfg
+from verlsweep.plan.predictor.lengths import worst_lengths
+from verlsweep.plan.predictor.trainer_memory import micro_tokens, trainer_phases
+from verlsweep.plan.trace.trainer_trace import PassSpec, TraceError, trace_pass, trace_states
+from verlsweep.plan.predictor.verdict import plan
 
 H, L, HEADS, KV, HD, INTER, VOCAB = 64, 2, 4, 2, 16, 128, 512
 TINY = {"model_type": "qwen3", "hidden_size": H, "num_hidden_layers": L, "num_attention_heads": HEADS,

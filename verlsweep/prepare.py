@@ -24,7 +24,7 @@ from verlsweep.command.compose import Command, build_command
 from verlsweep.command.launch_script import render_script, script_defaults
 from verlsweep.command.overrides import flatten
 from verlsweep.common.labels import trial_label
-from verlsweep.plan import ray_demand
+from verlsweep.plan.predictor import ray_demand
 from verlsweep.trial.runners import get_runner
 from verlsweep.trial.runners.base import Hardware, Limits, Objective, Plan, Runner, RunSpec
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from verlsweep.plan.calibration import Calibration, Constants
-from verlsweep.plan.lengths import expected_lengths
-from verlsweep.plan.memory import plan_memory
-from verlsweep.plan.throughput import plan_throughput
-from verlsweep.plan.trial_spec import PlanInputs
+from verlsweep.plan.predictor.calibration import Calibration, Constants
+from verlsweep.plan.predictor.lengths import expected_lengths
+from verlsweep.plan.predictor.memory import plan_memory
+from verlsweep.plan.predictor.throughput import plan_throughput
+from verlsweep.plan.predictor.trial_spec import PlanInputs
 
 KINDS = ("throughput", "memory", "device_memory")
 

@@ -29,12 +29,12 @@ import math
 from dataclasses import dataclass, field
 
 from verlsweep.common.names import GIB
-from verlsweep.plan import band, traced_terms
-from verlsweep.plan.calibration import Constants
-from verlsweep.plan.lengths import Lengths, worst_lengths
-from verlsweep.plan.trainer_memory import (resident, states,
+from verlsweep.plan.predictor import band, traced_terms
+from verlsweep.plan.predictor.calibration import Constants
+from verlsweep.plan.predictor.lengths import Lengths, worst_lengths
+from verlsweep.plan.predictor.trainer_memory import (resident, states,
                                            trainer_phases)
-from verlsweep.plan.trial_spec import PlanInputs
+from verlsweep.plan.predictor.trial_spec import PlanInputs
 
 # Phases in the order a step meets them; the first that does not fit is what stops a real run.
 ORDER = ("host_memory", "vllm_start", "kv_cache", "log_prob", "ref", "values", "critic_update",
@@ -64,7 +64,7 @@ class Check:
     margin: float
     parts: dict[str, float] = field(default_factory=dict)     # adds up to `need`
     trainer: dict[str, float] = field(default_factory=dict)   # what the trainer part is made of
-    low: float | None = None          # the favourable end of `need`'s band (verlsweep.plan.band); None: need
+    low: float | None = None          # the favourable end of `need`'s band (verlsweep.plan.predictor.band); None: need
 
     @property
     def headroom(self) -> float:
@@ -120,7 +120,7 @@ class MemoryPlan:
 
     @property
     def phases_low(self) -> dict[str, float]:
-        """`phases` at the favourable end of the band (verlsweep.plan.band)."""
+        """`phases` at the favourable end of the band (verlsweep.plan.predictor.band)."""
         return {k: c.favourable for k, c in self.checks.items() if k not in ("host_memory", "kv_cache")}
 
     @property

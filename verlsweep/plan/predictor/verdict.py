@@ -7,15 +7,15 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from verlsweep.plan import calibration as calibration_mod
+from verlsweep.plan.predictor import calibration as calibration_mod
 from verlsweep.common.names import EDGE_PROBE, EDGE_PROBE_METRIC
-from verlsweep.plan import band, ray_demand, traced_terms
-from verlsweep.plan.calibration import Calibration
-from verlsweep.plan.inputs import from_cfg
-from verlsweep.plan.trial_spec import NotPlannable, PlanInputs
-from verlsweep.plan.lengths import expected_lengths
-from verlsweep.plan.memory import MEANING, Check, concurrency, plan_memory
-from verlsweep.plan.throughput import plan_throughput
+from verlsweep.plan.predictor import band, ray_demand, traced_terms
+from verlsweep.plan.predictor.calibration import Calibration
+from verlsweep.plan.predictor.inputs import from_cfg
+from verlsweep.plan.predictor.trial_spec import NotPlannable, PlanInputs
+from verlsweep.plan.predictor.lengths import expected_lengths
+from verlsweep.plan.predictor.memory import MEANING, Check, concurrency, plan_memory
+from verlsweep.plan.predictor.throughput import plan_throughput
 from verlsweep.common.names import FITS  # re-exported (__all__): the statuses predicted to fit
 from verlsweep.common.time_split import predicted_metrics
 
@@ -29,7 +29,7 @@ class Verdict:
     """The planner's prediction for one trial (GiB per device unless named otherwise)."""
 
     # ok | tight (fits only without plan.margin_gb) | edge (fits only at the favourable end of the
-    # planner's error band, verlsweep.plan.band: launched as an edge probe) | infeasible (not even there)
+    # planner's error band, verlsweep.plan.predictor.band: launched as an edge probe) | infeasible (not even there)
     status: str
     binding: str                      # the constraint a run hits first, else the tightest one
     reason: str                       # that constraint in one line, with its numbers

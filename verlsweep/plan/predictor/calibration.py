@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-DEFAULT_PATH = Path(__file__).with_name("calibration.yaml")
+DEFAULT_PATH = Path(__file__).parents[1] / "calibration.yaml"      # verlsweep/plan/calibration.yaml
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ class Constants:
     host_link_efficiency: float
     weight_sync_gbs: float           # trainer -> vLLM weight update, per device
     cpu_adam_params_per_s: float     # host optimizer step (FSDP2 offload_policy), per rank
-    # throughput knobs (verlsweep.plan.knob_costs; priors, not fitted)
+    # throughput knobs (verlsweep.plan.predictor.knob_costs; priors, not fitted)
     micro_batch_half_tokens: float   # tokens per device per micro batch at which a pass reaches half its MFU
     micro_batch_ref_tokens: float    # the micro batch train_mfu was fitted at (the seed recipe's budget)
     ulysses_a2a_gbs: float           # Ulysses all-to-all bandwidth per device inside a node

@@ -1,4 +1,4 @@
-"""What the throughput knobs (sweeps/throughput.yaml) cost in time, on top of verlsweep.plan.throughput's
+"""What the throughput knobs (sweeps/throughput.yaml) cost in time, on top of verlsweep.plan.predictor.throughput's
 roofline. Their memory costs live where the memory model is: the token budgets set the micro batch
 (trainer_memory.micro_tokens -> activations and logits), capture sizes the graph pools
 (memory.graph_pool_gb), max_num_seqs the sampler's logits inside vLLM's share (memory.vllm_profile_gb),
@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import math
 
-from verlsweep.plan.calibration import Constants
-from verlsweep.plan.lengths import Lengths
-from verlsweep.plan.trainer_memory import micro_tokens
-from verlsweep.plan.trial_spec import PlanInputs, Role
+from verlsweep.plan.predictor.calibration import Constants
+from verlsweep.plan.predictor.lengths import Lengths
+from verlsweep.plan.predictor.trainer_memory import micro_tokens
+from verlsweep.plan.predictor.trial_spec import PlanInputs, Role
 
 
 def micro_efficiency(tokens: float, c: Constants) -> float:

@@ -8,10 +8,10 @@ from rich.console import Console
 from rich.table import Table
 
 from verlsweep.common.names import EDGE_PROBE
-from verlsweep.plan import band
-from verlsweep.plan.calibration import Calibration
-from verlsweep.plan.trial_spec import PlanInputs
-from verlsweep.plan.verdict import Verdict, plan
+from verlsweep.plan.predictor import band
+from verlsweep.plan.predictor.calibration import Calibration
+from verlsweep.plan.predictor.trial_spec import PlanInputs
+from verlsweep.plan.predictor.verdict import Verdict, plan
 
 DEFAULT_UTILS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 OFFLOADS = ((True, True), (True, False), (False, True), (False, False))   # (param, optimizer)

@@ -1,8 +1,8 @@
 """What the planner needs from one composed sweep config, read once into plain dataclasses
-(verlsweep.plan.trial_spec).
+(verlsweep.plan.predictor.trial_spec).
 
 Everything comes from the config that would be launched (cfg.hardware, cfg.model, cfg.verl, cfg.env,
-cfg.plan). A verl key the config leaves unset takes verl 0.9.1's own default (verlsweep.plan.verl_config
+cfg.plan). A verl key the config leaves unset takes verl 0.9.1's own default (verlsweep.plan.predictor.verl_config
 VERL_DEFAULTS), so the planner needs neither verl nor torch and plans a grid of variants without
 composing anything again (`dataclasses.replace`).
 """
@@ -17,8 +17,8 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from verlsweep.common.names import PLAN_TRAINERS
-from verlsweep.plan.trial_spec import Hardware, Model, NotPlannable, PlanInputs, Role, Rollout
-from verlsweep.plan.verl_config import (DEFAULT_CUDAGRAPH_MODE, VerlValues,
+from verlsweep.plan.predictor.trial_spec import Hardware, Model, NotPlannable, PlanInputs, Role, Rollout
+from verlsweep.plan.predictor.verl_config import (DEFAULT_CUDAGRAPH_MODE, VerlValues,
                                         default_capture_sizes)
 
 _DTYPE_BYTES = {"fp32": 4, "float32": 4, "bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2}

@@ -1,0 +1,9 @@
+"""`python -m verlsweep.plan` (main): the plan table over util x TP x offload (table), a hardware profile
+for this node (detect) and the refits.
+
+May import: verlsweep.common, verlsweep.command, and every other part of verlsweep.plan (trace,
+predictor, fit).
+"""
+from verlsweep.plan.cli.main import main
+
+__all__ = ["main"]
