@@ -198,10 +198,10 @@ def hand_written(name: str, f: Callable, configs: list[dict]) -> Landscape:
 # say nothing about it)
 def true_verdict(inp, cal, mem_factor: float) -> Truth:
     """The hidden truth of one config: the perturbed constants' plan, every predicted GiB x mem_factor."""
-    from verlsweep.plan import plan
+    from verlsweep.plan import predict
     from verlsweep.plan.predictor.memory import ORDER
 
-    v = plan(inp, cal)
+    v = predict(inp, cal)
     for name in ORDER:
         check = v.checks.get(name)
         if check is None:

@@ -15,7 +15,7 @@ from verlsweep import CONF_DIR
 from verlsweep.command import config_store
 from verlsweep.command.compose import compose_config
 from verlsweep.command.hydra_compose import compose_dir
-from verlsweep.plan import from_cfg, plan_cfg, preflight
+from verlsweep.plan import from_cfg, predict_cfg, preflight
 from verlsweep.plan.cli import detect
 from verlsweep.plan.cli import main
 
@@ -86,7 +86,7 @@ def test_detect_writes_a_profile_from_recorded_npu_smi_that_plans_like_the_shipp
     ours = compose_copy(conf_copy, "hardware=lab_a2", "algorithm=remax")
     shipped = compose_config(["hardware=a2_64g", "algorithm=remax"])
     assert ours.verl.trainer.n_gpus_per_node == 8 and ours.env.TASK_QUEUE_ENABLE == "1"
-    mine, theirs = plan_cfg(ours), plan_cfg(shipped)
+    mine, theirs = predict_cfg(ours), predict_cfg(shipped)
     assert mine.feasible and mine.binding == theirs.binding
     assert mine.capacity_gb == pytest.approx(theirs.capacity_gb, abs=0.3)
 

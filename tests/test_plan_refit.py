@@ -20,11 +20,11 @@ from verlsweep.command import knobs
 from verlsweep.tracking import mlflow_runs as tracking
 from verlsweep.tracking import sweep_run
 from verlsweep.command.compose import compose_config
-from verlsweep.plan import from_cfg, plan_cfg
+from verlsweep.plan import from_cfg, predict_cfg
 from verlsweep.plan.predictor import calibration
 from verlsweep.plan.fit import refit
 from verlsweep.plan.cli import main
-from verlsweep.plan.fit.measured_fit import Sample, predict
+from verlsweep.plan.fit.measured_fit import Sample, predict_sample
 from verlsweep.common.result import TrialResult
 from verlsweep.tracking.system_metrics import DevicePeak
 
@@ -64,11 +64,12 @@ def experiment(empty_mlflow_db, tmp_path_factory):
         run = tracking.TrialRun.start(cfg, knobs.knobs(cfg, swept))
         truth_inputs = from_cfg(compose_config([*overrides, f"plan.prompt_tokens={prompt}", f"plan.response_tokens={response}"]))
         _log_steps(client, run.run_id, {
-            "perf/throughput": predict(Sample("", truth_inputs, "throughput", 1.0), TRUTH),
-            "actor/perf/max_memory_allocated_gb": predict(Sample("", truth_inputs, "memory", 1.0), TRUTH),
+            "perf/throughput": predict_sample(Sample("", truth_inputs, "throughput", 1.0), TRUTH),
+            "actor/perf/max_memory_allocated_gb": predict_sample(Sample("", truth_inputs, "memory", 1.0), TRUTH),
             "prompt_length/mean": prompt, "response_length/mean": response,
         })
-        device_peak = DevicePeak(predict(Sample("", truth_inputs, "device_memory", 1.0), TRUTH), "npu 0", time.time())
+        device_peak = DevicePeak(predict_sample(Sample("", truth_inputs, "device_memory", 1.0), TRUTH), "npu 0",
+                                 time.time())
         run.finish(TrialResult("completed", backend="verl"), reason="exit 0", device_peak=device_peak)
     # runs a refit must leave alone: a prediction, and a trial that never completed
     cfg = compose_config([*BASE, f"tracking.uri={uri}", f"tracking.parent_run_id={parent}", "trial.number=90"])
@@ -123,8 +124,8 @@ def test_the_refit_subcommand_writes_a_calibration_the_planner_then_uses(experim
     fitted = calibration.load(out)
     assert fitted.constants.decode_bw_efficiency != CAL.constants.decode_bw_efficiency
     assert [p.id for p in fitted.points] == [p.id for p in CAL.points]      # the known points stay
-    default = plan_cfg(compose_config(["algorithm=remax"]))
-    refitted = plan_cfg(compose_config(["algorithm=remax", f"plan.calibration={out}"]))
+    default = predict_cfg(compose_config(["algorithm=remax"]))
+    refitted = predict_cfg(compose_config(["algorithm=remax", f"plan.calibration={out}"]))
     assert refitted.tok_s != pytest.approx(default.tok_s, rel=1e-3)
 
 

@@ -12,8 +12,8 @@ from verlsweep.plan import NotPlannable, from_cfg
 from verlsweep.plan.predictor import calibration
 from verlsweep.plan.predictor.memory import MEANING, ORDER
 from verlsweep.plan.predictor.ray_demand import CpuCheck, Demand, Supply, Term
-from verlsweep.plan.predictor.verdict import (STATUSES, Preflight, Verdict, blocks_launch, load_calibration, plan,
-                                              plan_cfg)
+from verlsweep.plan.predictor.verdict import (STATUSES, Preflight, Verdict, blocks_launch, load_calibration, predict,
+                                              predict_cfg)
 
 CAL = calibration.load()
 ROLLOUT = "verl.actor_rollout_ref.rollout"
@@ -30,12 +30,12 @@ def cfg_of(*overrides: str):
 
 @pytest.fixture(scope="module")
 def fits() -> Verdict:
-    return plan_cfg(cfg_of())
+    return predict_cfg(cfg_of())
 
 
 @pytest.fixture(scope="module")
 def no_fit() -> Verdict:
-    return plan_cfg(cfg_of(*NO_FIT))
+    return predict_cfg(cfg_of(*NO_FIT))
 
 
 def test_a_config_that_does_not_fit_is_infeasible_on_the_constraint_a_run_meets_first(no_fit):
@@ -89,16 +89,16 @@ def test_to_dict_leaves_out_the_check_objects_and_adds_feasible(no_fit):
 
 def test_the_margin_makes_a_near_miss_tight_not_infeasible():
     inp = from_cfg(cfg_of())
-    v = plan(inp, CAL)
+    v = predict(inp, CAL)
     binding = v.checks[v.binding]
     # a margin larger than the headroom, but smaller than the headroom plus itself
-    tight = plan(replace(inp, margin_gb=binding.headroom + binding.margin + 0.5), CAL)
+    tight = predict(replace(inp, margin_gb=binding.headroom + binding.margin + 0.5), CAL)
     assert tight.status == "tight" and tight.feasible
 
 
-def test_plan_cfg_refuses_what_the_model_does_not_cover():
+def test_predict_cfg_refuses_what_the_model_does_not_cover():
     with pytest.raises(NotPlannable, match="vLLM only"):
-        plan_cfg(cfg_of(f"{ROLLOUT}.name=sglang"))
+        predict_cfg(cfg_of(f"{ROLLOUT}.name=sglang"))
 
 
 def test_load_calibration_reads_plan_calibration_and_defaults_to_the_packaged_file(tmp_path):
@@ -108,7 +108,7 @@ def test_load_calibration_reads_plan_calibration_and_defaults_to_the_packaged_fi
     path = calibration.dump(CAL, slower, tmp_path / "cal.yaml")
     cfg = cfg_of(f"plan.calibration={path}")
     assert load_calibration(cfg).constants.step_overhead_s == pytest.approx(slower.step_overhead_s)
-    assert plan_cfg(cfg).step_s == pytest.approx(plan_cfg(cfg_of()).step_s + 100, rel=1e-6)
+    assert predict_cfg(cfg).step_s == pytest.approx(predict_cfg(cfg_of()).step_s + 100, rel=1e-6)
 
 
 def _cpus(ok: bool) -> CpuCheck:

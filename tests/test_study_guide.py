@@ -172,7 +172,7 @@ def test_each_candidates_inputs_are_those_of_its_own_composed_config_interpolati
 
 
 def test_an_error_draws_tokens_per_s_is_what_the_whole_planner_predicts_under_that_calibration():
-    from verlsweep.plan import plan
+    from verlsweep.plan import predict
     from verlsweep.plan.predictor.verdict import tok_s_under
 
     cfg = compose_config(["hardware=a3_64g", "model=qwen3_8b", "algorithm=grpo"])
@@ -180,7 +180,7 @@ def test_an_error_draws_tokens_per_s_is_what_the_whole_planner_predicts_under_th
     planned = _guide.plan_inputs(cfg, sp, _guide.candidates(sp)[::17])
     for drawn in _guide.error_draws(planned.calibration, 3, 0.2, seed=1):
         for inp in planned.inputs:
-            assert tok_s_under(inp, plan(inp, planned.calibration), drawn) == plan(inp, drawn).tok_s
+            assert tok_s_under(inp, predict(inp, planned.calibration), drawn) == predict(inp, drawn).tok_s
 
 
 def test_a_repeated_guide_reads_its_predictions_back_and_another_input_predicts_anew(tmp_path, monkeypatch):

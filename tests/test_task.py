@@ -48,8 +48,8 @@ def job(tmp_path: Path) -> Iterator:
 @pytest.fixture
 def plans(monkeypatch) -> list[object]:
     calls: list[object] = []
-    real = verdict_mod.plan
-    monkeypatch.setattr(verdict_mod, "plan", lambda inp, cal: calls.append(inp) or real(inp, cal))
+    real = verdict_mod.predict
+    monkeypatch.setattr(verdict_mod, "predict", lambda inp, cal: calls.append(inp) or real(inp, cal))
     return calls
 
 

@@ -17,8 +17,8 @@ May import: verlsweep.common, verlsweep.command (to compose a config). Never the
 tracking or the sweeper.
 """
 from verlsweep.plan.predictor import (NotPlannable, PlanInputs, Preflight, Verdict, blocks_launch, from_cfg,
-                                      load_calibration, plan, plan_cfg, preflight)
+                                      load_calibration, predict, predict_cfg, preflight)
 
 
 __all__ = ["NotPlannable", "PlanInputs", "Preflight", "Verdict", "blocks_launch", "from_cfg", "load_calibration",
-           "plan", "plan_cfg", "preflight"]
+           "predict", "predict_cfg", "preflight"]

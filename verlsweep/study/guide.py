@@ -254,10 +254,10 @@ def plan_inputs(config: DictConfig, space: SearchSpace, params_list: Sequence[di
 def predict(planned: Planned, draws: int = 0, error: float = 0.0, seed: int = 0) -> list[Prediction]:
     """The planner's verdict for each candidate, and with `draws` > 0 how often it is the best feasible
     one under calibrations drawn around the planner's (error_draws)."""
-    from verlsweep.plan import plan
+    from verlsweep.plan import predict
     from verlsweep.plan.predictor.verdict import tok_s_under
 
-    verdicts = [plan(inp, planned.calibration) for inp in planned.inputs]  # from_cfg has raised NotPlannable if any
+    verdicts = [predict(inp, planned.calibration) for inp in planned.inputs]  # from_cfg has raised NotPlannable if any
     out = [Prediction(params, v.status, v.tok_s) for params, v in zip(planned.params, verdicts)]
     feasible = ranked(out)
     if draws <= 0 or not feasible:

@@ -5,6 +5,6 @@ traces of every model group for the analytic trainer formula (trace_fit).
 May import: verlsweep.common, verlsweep.command (to compose a point or a trial again), verlsweep.plan.trace
 and verlsweep.plan.predictor.
 """
-from verlsweep.plan.fit.measured_fit import FitResult, Sample, fit, informed, predict
+from verlsweep.plan.fit.measured_fit import FitResult, Sample, fit, informed, predict_sample
 
-__all__ = ["FitResult", "Sample", "fit", "informed", "predict"]
+__all__ = ["FitResult", "Sample", "fit", "informed", "predict_sample"]

@@ -12,8 +12,8 @@ from dataclasses import dataclass, replace
 
 from verlsweep.plan.predictor.calibration import Calibration, Constants
 from verlsweep.plan.predictor.lengths import expected_lengths
-from verlsweep.plan.predictor.memory import plan_memory
-from verlsweep.plan.predictor.throughput import plan_throughput
+from verlsweep.plan.predictor.memory import memory_per_phase
+from verlsweep.plan.predictor.throughput import step_throughput
 from verlsweep.plan.predictor.trial_spec import PlanInputs
 
 KINDS = ("throughput", "memory", "device_memory")
@@ -27,18 +27,18 @@ class Sample:
     measured: float
 
 
-def predict(sample: Sample, c: Constants) -> float:
+def predict_sample(sample: Sample, c: Constants) -> float:
     lengths = expected_lengths(sample.inputs, c)
     if sample.kind == "memory":
-        return plan_memory(sample.inputs, c, lengths=lengths).trainer_peak_gb
+        return memory_per_phase(sample.inputs, c, lengths=lengths).trainer_peak_gb
     if sample.kind == "device_memory":
-        return max(plan_memory(sample.inputs, c, lengths=lengths).phases.values())
-    kv_tokens = plan_memory(sample.inputs, c).kv_tokens
-    return plan_throughput(sample.inputs, c, lengths, kv_tokens).tok_s
+        return max(memory_per_phase(sample.inputs, c, lengths=lengths).phases.values())
+    kv_tokens = memory_per_phase(sample.inputs, c).kv_tokens
+    return step_throughput(sample.inputs, c, lengths, kv_tokens).tok_s
 
 
 def relative_errors(samples: list[Sample], c: Constants) -> list[float]:
-    return [predict(s, c) / s.measured - 1.0 for s in samples]
+    return [predict_sample(s, c) / s.measured - 1.0 for s in samples]
 
 
 @dataclass
@@ -73,7 +73,7 @@ def fit(cal: Calibration, samples: list[Sample], start: Constants | None = None)
 
     def residuals(x) -> list[float]:
         c = build(x)
-        return [math.log(max(predict(s, c), 1e-9) / s.measured) for s in samples]
+        return [math.log(max(predict_sample(s, c), 1e-9) / s.measured) for s in samples]
 
     lo = [cal.bounds.get(n, (1e-6, math.inf))[0] for n in names]
     hi = [cal.bounds.get(n, (1e-6, math.inf))[1] for n in names]

@@ -11,8 +11,8 @@ from verlsweep.plan.predictor.calibration import THROUGHPUT_CONSTANTS, Calibrati
 from verlsweep.plan.predictor.inputs import from_cfg, from_tree, tree_of
 from verlsweep.plan.predictor.trial_spec import Hardware, Model, NotPlannable, PlanInputs, Role, Rollout
 from verlsweep.plan.predictor.verdict import (FITS, STATUSES, Preflight, Verdict, blocks_launch, load_calibration,
-                                              plan, plan_cfg, preflight, tok_s_under)
+                                              predict, predict_cfg, preflight, tok_s_under)
 
 __all__ = ["FITS", "STATUSES", "THROUGHPUT_CONSTANTS", "Calibration", "Constants", "Hardware", "Model", "NotPlannable",
            "PlanInputs", "Point", "Preflight", "Role", "Rollout", "Verdict", "blocks_launch", "from_cfg", "from_tree",
-           "load_calibration", "plan", "plan_cfg", "preflight", "tok_s_under", "tree_of"]
+           "load_calibration", "predict", "predict_cfg", "preflight", "tok_s_under", "tree_of"]

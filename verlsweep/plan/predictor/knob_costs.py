@@ -2,7 +2,7 @@
 roofline. Their memory costs live where the memory model is: the token budgets set the micro batch
 (trainer_memory.micro_tokens -> activations and logits), capture sizes the graph pools
 (memory.graph_pool_gb), max_num_seqs the sampler's logits inside vLLM's share (memory.vllm_profile_gb),
-free_cache_engine whether vLLM's share stays during training (memory.plan_memory).
+free_cache_engine whether vLLM's share stays during training (memory.memory_per_phase).
 
 Time, per step:
 * micro-batch efficiency (a guess): a pass over t tokens per device per micro batch runs at
@@ -54,7 +54,7 @@ def _prefill_chunks_s(inp: PlanInputs, c: Constants, lengths: Lengths) -> float:
 
 
 def adjust(parts: dict[str, float], inp: PlanInputs, c: Constants, lengths: Lengths, tokens: float) -> dict[str, float]:
-    """`parts` (throughput.plan_throughput's seconds per component) with the knobs' time costs; `tokens`
+    """`parts` (throughput.step_throughput's seconds per component) with the knobs' time costs; `tokens`
     is the step's trained tokens."""
     out = dict(parts)
     passes = [(inp.actor, "old_log_prob", False, 1.0), (inp.actor, "update_actor", True, 3.0 + inp.actor.grad_ckpt)]

@@ -107,7 +107,7 @@ class Check:
 
 
 @dataclass
-class MemoryPlan:
+class MemoryPrediction:
     checks: dict[str, Check]
     trainer_peak_gb: float            # torch allocated in the trainer process: verl's max_memory_allocated_gb
     kv_tokens: float                  # tokens of KV cache per vLLM replica's TP rank
@@ -206,9 +206,9 @@ def host_gb(inp: PlanInputs, c: Constants) -> dict[str, float]:
     return out
 
 
-# ---- the plan -------------------------------------------------------------------------------
+# ---- the prediction -------------------------------------------------------------------------
 
-def plan_memory(inp: PlanInputs, c: Constants, *, lengths: Lengths | None = None) -> MemoryPlan:
+def memory_per_phase(inp: PlanInputs, c: Constants, *, lengths: Lengths | None = None) -> MemoryPrediction:
     """All checks for one trial; `lengths` defaults to the worst case (every sequence at its maximum)."""
     lengths = lengths or worst_lengths(inp)
     hw, r = inp.hardware, inp.rollout
@@ -250,7 +250,7 @@ def plan_memory(inp: PlanInputs, c: Constants, *, lengths: Lengths | None = None
     error = band.trainer_error(traced_terms.source(inp))    # after the traces: a failed one is analytic
     for check in checks.values():
         check.low = band.favourable(check.parts, error)
-    return MemoryPlan(checks=checks, trainer_peak_gb=trainer_peak,
+    return MemoryPrediction(checks=checks, trainer_peak_gb=trainer_peak,
                       kv_tokens=max(0.0, kv_budget) * GIB / kv_per_token, host_gb=sum(host.values()))
 
 

@@ -121,7 +121,7 @@ def _rank_tokens(inp: PlanInputs, role: Role, lengths: Lengths) -> float:
     return inp.train_batch_size * inp.rollout.n * lengths.seq / dp
 
 
-def plan_throughput(inp: PlanInputs, c: Constants, lengths: Lengths, kv_tokens: float) -> Throughput:
+def step_throughput(inp: PlanInputs, c: Constants, lengths: Lengths, kv_tokens: float) -> Throughput:
     hw, r = inp.hardware, inp.rollout
     replicas = max(1, hw.world // r.tp)
     tokens = inp.train_batch_size * r.n * lengths.seq
