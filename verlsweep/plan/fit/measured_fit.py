@@ -2,14 +2,16 @@
 
 A sample is one measured number of one configuration: its tokens/s (perf/throughput), its trainer
 peak (actor/perf/max_memory_allocated_gb) or its device peak (peak_device_hbm_gb: the most HBM in use on
-any device as npu-smi / NVML report it, vLLM's pool and HCCL buffers included). Residuals are log(predicted / measured), so a 10 % miss
-weighs the same at 60 tok/s and at 600. Bounds keep constants physical (calibration.yaml `bounds`).
+any device as npu-smi / NVML report it, vLLM's pool and HCCL buffers included). Residuals are
+log(predicted / measured), so a 10 % miss weighs the same at 60 tok/s and at 600 (least_squares). Bounds
+keep constants physical (calibration.yaml `bounds`).
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
+from verlsweep.plan.fit import least_squares
 from verlsweep.plan.predictor.calibration import Calibration, Constants
 from verlsweep.plan.predictor.lengths import expected_lengths
 from verlsweep.plan.predictor.memory import memory_per_phase
@@ -59,27 +61,14 @@ def fit(cal: Calibration, samples: list[Sample], start: Constants | None = None)
     A constant only moves if some sample's kind depends on it (memory samples inform logits_bytes,
     throughput samples the efficiencies), so a memory-only data set leaves the throughput constants alone.
     """
-    from scipy.optimize import least_squares
-
     start = start or cal.constants
     kinds = {s.kind for s in samples}
     names = informed(cal, kinds)
     before = relative_errors(samples, start)
     if not names or not samples:
         return FitResult(start, before, before, {})
-
-    def build(x) -> Constants:
-        return replace(start, **{n: float(v) for n, v in zip(names, x)})
-
-    def residuals(x) -> list[float]:
-        c = build(x)
-        return [math.log(max(predict_sample(s, c), 1e-9) / s.measured) for s in samples]
-
-    lo = [cal.bounds.get(n, (1e-6, math.inf))[0] for n in names]
-    hi = [cal.bounds.get(n, (1e-6, math.inf))[1] for n in names]
-    x0 = [min(max(getattr(start, n), a), b) for n, a, b in zip(names, lo, hi)]
-    result = least_squares(residuals, x0, bounds=(lo, hi), x_scale="jac")
-    fitted = build(result.x)
+    fitted = least_squares.solve(start, names, samples, predict_sample, lambda s: s.measured, bounds=cal.bounds,
+                                 default_bounds=(1e-6, math.inf))
     return FitResult(fitted, before, relative_errors(samples, fitted),
                      {n: (getattr(start, n), getattr(fitted, n)) for n in names})
 

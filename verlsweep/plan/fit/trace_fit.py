@@ -18,7 +18,6 @@ out), so the per-group error is measured on shapes the fit never saw.
 from __future__ import annotations
 
 import json
-import math
 import re
 import statistics
 import time
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Iterable
 
 from verlsweep.common.names import GIB
+from verlsweep.plan.fit import least_squares
 from verlsweep.plan.predictor.calibration import Calibration, Constants
 from verlsweep.plan.predictor.trial_spec import PlanInputs, Role
 
@@ -136,21 +136,8 @@ def analytic_gb(sample: TraceSample, c: Constants) -> float:
 def fit_constants(cal: Calibration, samples: list[TraceSample], names: tuple[str, ...] = FITTED,
                   start: Constants | None = None) -> Constants:
     """Least squares of log(analytic / traced) work over the samples, within calibration.yaml's bounds."""
-    from scipy.optimize import least_squares
-
-    start = start or cal.constants
-
-    def build(x) -> Constants:
-        return replace(start, **{n: float(v) for n, v in zip(names, x)})
-
-    def residuals(x) -> list[float]:
-        c = build(x)
-        return [math.log(max(analytic_gb(s, c), 1e-9) / s.traced_gb) for s in samples]
-
-    lo = [cal.bounds.get(n, _BOUNDS)[0] for n in names]
-    hi = [cal.bounds.get(n, _BOUNDS)[1] for n in names]
-    x0 = [min(max(getattr(start, n), a), b) for n, a, b in zip(names, lo, hi)]
-    return build(least_squares(residuals, x0, bounds=(lo, hi), x_scale="jac").x)
+    return least_squares.solve(start or cal.constants, names, samples, analytic_gb, lambda s: s.traced_gb,
+                               bounds=cal.bounds, default_bounds=_BOUNDS)
 
 
 @dataclass(frozen=True)
