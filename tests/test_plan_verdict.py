@@ -9,6 +9,7 @@ import pytest
 
 from verlsweep.command.compose import compose_config
 from verlsweep.plan import NotPlannable, from_cfg
+from verlsweep.plan.fit import calibration_file
 from verlsweep.plan.predictor import calibration
 from verlsweep.plan.predictor.memory import MEANING, ORDER
 from verlsweep.plan.predictor.ray_demand import CpuCheck, Demand, Supply, Term
@@ -105,7 +106,7 @@ def test_load_calibration_reads_plan_calibration_and_defaults_to_the_packaged_fi
     assert load_calibration(None).constants == CAL.constants
     assert load_calibration(cfg_of()).path == calibration.DEFAULT_PATH
     slower = replace(CAL.constants, step_overhead_s=CAL.constants.step_overhead_s + 100)
-    path = calibration.dump(CAL, slower, tmp_path / "cal.yaml")
+    path = calibration_file.write(CAL, slower, tmp_path / "cal.yaml")
     cfg = cfg_of(f"plan.calibration={path}")
     assert load_calibration(cfg).constants.step_overhead_s == pytest.approx(slower.step_overhead_s)
     assert predict_cfg(cfg).step_s == pytest.approx(predict_cfg(cfg_of()).step_s + 100, rel=1e-6)

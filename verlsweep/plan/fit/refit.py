@@ -18,6 +18,7 @@ from typing import Any
 
 from verlsweep.command.compose import compose_config
 from verlsweep.common.names import PEAK_MEMORY_METRIC
+from verlsweep.plan.fit import calibration_file
 from verlsweep.plan.predictor import calibration as calibration_mod
 from verlsweep.plan.predictor.calibration import Calibration
 from verlsweep.plan.fit.measured_fit import FitResult, Sample, fit
@@ -148,4 +149,4 @@ def refit(tracking_uri: str, experiment: str, *, calibration: str | Path | None 
 def write(cal: Calibration, result: FitResult, got: Harvest, experiment: str, tracking_uri: str, out: Path) -> Path:
     note = (f"refit from MLflow experiment {experiment!r} at {tracking_uri}: {len(got.runs)} trials; "
             + ", ".join(f"{k} {a:.4g} -> {b:.4g}" for k, (a, b) in result.changed.items()))
-    return calibration_mod.dump(cal, result.constants, out, note=note)
+    return calibration_file.write(cal, result.constants, out, note=note)

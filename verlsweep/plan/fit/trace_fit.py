@@ -18,7 +18,6 @@ out), so the per-group error is measured on shapes the fit never saw.
 from __future__ import annotations
 
 import json
-import re
 import statistics
 import time
 from dataclasses import dataclass, replace
@@ -26,7 +25,8 @@ from pathlib import Path
 from typing import Iterable
 
 from verlsweep.common.names import GIB
-from verlsweep.plan.fit import least_squares
+from verlsweep.plan.fit import calibration_file, least_squares
+from verlsweep.plan.predictor import calibration
 from verlsweep.plan.predictor.calibration import Calibration, Constants
 from verlsweep.plan.predictor.trial_spec import PlanInputs, Role
 
@@ -203,11 +203,5 @@ def report(cal: Calibration, samples: list[TraceSample], fitted: Constants, log=
 def write_constants(path: Path, fitted: Constants, note: str, names: tuple[str, ...] = FITTED) -> None:
     """Set the fitted values in a calibration YAML in place, keeping its comments, with a comment
     under each value that cites the fit."""
-    text = path.read_text()
-    for name in names:
-        pattern = re.compile(rf"(^  {name}:\n    value: )[^\n]*\n(    # fitted to traces:[^\n]*\n)?", re.M)
-        if not pattern.search(text):
-            raise ValueError(f"{path}: no constant {name!r}")
-        text = pattern.sub(lambda m: f"{m.group(1)}{round(getattr(fitted, name), 4)}\n"
-                                     f"    # fitted to traces: {note}\n", text, count=1)
-    path.write_text(text)
+    calibration_file.write(calibration.load(path), fitted, path, names=names, comment=f"fitted to traces: {note}",
+                           digits=4)

@@ -1,7 +1,8 @@
 """The planner's constants and the known points they are fitted to, kept in one data file.
 
-`calibration.yaml` beside this module holds both, each with its source. `plan.calibration` (a path)
-points the planner at another file, e.g. one written by `python -m verlsweep.plan refit`.
+verlsweep/plan/calibration.yaml holds both, each with its source. `plan.calibration` (a path) points the
+planner at another file, e.g. one written by `python -m verlsweep.plan refit`
+(verlsweep.plan.fit.calibration_file writes them).
 """
 from __future__ import annotations
 
@@ -149,17 +150,3 @@ def load(path: str | Path | None = None) -> Calibration:
     """The calibration at `path` (default: the packaged calibration.yaml), cached per file version."""
     p = Path(path).expanduser() if path else DEFAULT_PATH
     return _load(p, p.stat().st_mtime)
-
-
-def dump(cal: Calibration, constants: Constants, path: Path, extra_points: list[dict[str, Any]] = (),
-         note: str = "") -> Path:
-    """Write a calibration file: `cal` with `constants` replacing its values (and extra points)."""
-    raw = yaml.safe_load((cal.path or DEFAULT_PATH).read_text())
-    for name, value in vars(constants).items():
-        raw["constants"][name]["value"] = round(float(value), 6)
-    if note:
-        raw["refit"] = note
-    raw["points"] = list(raw.get("points") or []) + list(extra_points)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(raw, sort_keys=False, allow_unicode=True, width=110))
-    return path
