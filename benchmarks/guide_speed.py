@@ -10,7 +10,7 @@ For each hardware:algorithm (Qwen3-8B, the default rollout_memory space with eve
               tree, only the swept keys and the interpolations that follow them resolved again per
               candidate, and each error draw rerunning only the throughput model (tok_s_under);
   reference   the same ranking computed the plain way: each candidate's keys set on the config with
-              OmegaConf.update and read with from_cfg, each error draw a whole plan().
+              OmegaConf.update and read with from_cfg, each error draw a whole predict().
 
 Both must pick the same configs with the same shares of the draws (checked). Prints seconds and the
 ratio reference / guide.
@@ -29,7 +29,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser  # noqa:
 from omegaconf import OmegaConf  # noqa: E402
 
 from verlsweep.command.compose import compose_config  # noqa: E402
-from verlsweep.plan import from_cfg, load_calibration, plan  # noqa: E402
+from verlsweep.plan import from_cfg, load_calibration, predict  # noqa: E402
 from verlsweep.study import guide as _guide, space as _space  # noqa: E402
 
 KEYS = ("verl.actor_rollout_ref.rollout.gpu_memory_utilization=range(0.30,1.0,0.05)",
@@ -40,7 +40,7 @@ KEYS = ("verl.actor_rollout_ref.rollout.gpu_memory_utilization=range(0.30,1.0,0.
 
 
 def reference(cfg, sp: _space.SearchSpace, draws: int, error: float, seed: int) -> list[_guide.Prediction]:
-    """predict_all without its shortcuts: a config update and from_cfg per candidate, plan() per draw."""
+    """predict_all without its shortcuts: a config update and from_cfg per candidate, predict() per draw."""
     params_list = _guide.candidates(sp, seed)
     base = OmegaConf.create(OmegaConf.to_container(cfg, resolve=False))
     inputs = []
@@ -49,12 +49,12 @@ def reference(cfg, sp: _space.SearchSpace, draws: int, error: float, seed: int) 
             OmegaConf.update(base, name, sp.value(name, value), force_add=True)
         inputs.append(from_cfg(base))
     cal = load_calibration(base)
-    out = [_guide.Prediction(p, v.status, v.tok_s) for p, v in zip(params_list, (plan(i, cal) for i in inputs))]
+    out = [_guide.Prediction(p, v.status, v.tok_s) for p, v in zip(params_list, (predict(i, cal) for i in inputs))]
     feasible = _guide.ranked(out)
     wins: Counter[int] = Counter()
     wins[min(feasible, key=lambda i: _guide._order(out[i], out[i].tok_s))] += 1
     for drawn in _guide.error_draws(cal, draws - 1, error, seed):
-        tok_s = {i: plan(inputs[i], drawn).tok_s for i in feasible}
+        tok_s = {i: predict(inputs[i], drawn).tok_s for i in feasible}
         wins[min(feasible, key=lambda i: _guide._order(out[i], tok_s[i]))] += 1
     return [_guide.Prediction(p.params, p.status, p.tok_s, wins[i] / draws) for i, p in enumerate(out)]
 

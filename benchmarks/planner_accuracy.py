@@ -9,13 +9,13 @@ For the known points of verlsweep/plan/calibration.yaml:
   the planner's own rules (`derived: true`) are shown but not counted.
 * peak memory side by side for every point that reports one: published, analytic (the packaged
   constants, in-sample) and traced (plan.trainer=traced: the trainer's activations, logits and optimizer
-  step from the model code, verlsweep.plan.trainer_trace), with the time the traces took (cold) or
+  step from the model code, verlsweep.plan.trace.trainer_trace), with the time the traces took (cold) or
   "cache" when the disk cache had them. The published number is actor/perf/max_memory_allocated_gb:
   torch's allocated bytes, which is what both predictions are (no caching-allocator overhead).
 Then the time of a full util x TP x offload table for one hardware x model.
 The fit and the first three tables plan with the analytic formula, whose constants the fit sets; its
 memory constants are fitted to traces instead (`python -m verlsweep.plan refit --traces`,
-verlsweep/plan/trace_fit.py), so no published peak is in their fit.
+verlsweep/plan/fit/trace_fit.py), so no published peak is in their fit.
 
     python benchmarks/planner_accuracy.py [--fit] [--calibration FILE] [--repeats 20] [--groups]
 
@@ -33,10 +33,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from verlsweep.command.compose import compose_config  # noqa: E402
-from verlsweep.plan import band, calibration, from_cfg, plan  # noqa: E402
-from verlsweep.plan.fit import fit, informed  # noqa: E402
-from verlsweep.plan.points import point_inputs, samples  # noqa: E402
-from verlsweep.plan.table import DEFAULT_UTILS, grid  # noqa: E402
+from verlsweep.plan import from_cfg, predict  # noqa: E402
+from verlsweep.plan.predictor import band, calibration  # noqa: E402
+from verlsweep.plan.fit.measured_fit import fit, informed  # noqa: E402
+from verlsweep.plan.fit.points import point_inputs, samples  # noqa: E402
+from verlsweep.plan.cli.table import DEFAULT_UTILS, grid  # noqa: E402
 from verlsweep.command.topology import tp_choices  # noqa: E402
 
 
@@ -73,7 +74,7 @@ def fitted_numbers(cal: calibration.Calibration) -> list[float]:
             continue
         rest = [smp for smp in all_samples if not smp.label.startswith(f"{p.id} ")]
         refit = fit(cal, rest)
-        v_in, v_out = plan(_inputs(p), cal), plan(_inputs(p), replace(cal, constants=refit.constants))
+        v_in, v_out = predict(_inputs(p), cal), predict(_inputs(p), replace(cal, constants=refit.constants))
         for kind, rep in _reported(p):
             if kind not in p.fit:
                 continue
@@ -94,7 +95,7 @@ def held_out(cal: calibration.Calibration) -> list[float]:
     for p in cal.points:
         if not p.held_out:
             continue
-        v = plan(_inputs(p), cal)
+        v = predict(_inputs(p), cal)
         for kind, rep in _reported(p):
             pred = _predicted(v, kind)
             errors.append(abs(pred / rep - 1))
@@ -111,11 +112,11 @@ def feasibility(cal: calibration.Calibration) -> int:
     print(f"\n{'point':46s} {'reported':>22s} {'predicted':>22s}  counted")
     counted, agree_n = 0, 0
     for p in cal.points:
-        v = plan(_inputs(p), cal)
+        v = predict(_inputs(p), cal)
         reported = "feasible" if p.feasible else f"fails: {p.binding}"
         predicted = v.status if v.fits else f"{v.status}: {v.binding}"
         # the prediction itself (an edge probe is predicted not to fit), and a reported failure must
-        # also be vetoed: outside the error band (verlsweep.plan.band)
+        # also be vetoed: outside the error band (verlsweep.plan.predictor.band)
         agree = v.fits == p.feasible and (p.feasible or (v.binding == p.binding and not v.feasible))
         if not p.derived:
             counted += 1
@@ -135,9 +136,9 @@ def traced_peaks(cal: calibration.Calibration) -> None:
     for p in cal.points:
         if not p.peak_gb:
             continue
-        analytic = plan(_inputs(p), cal).trainer_peak_gb
+        analytic = predict(_inputs(p), cal).trainer_peak_gb
         start = time.perf_counter()
-        verdict = plan(_inputs(p, "traced"), cal)
+        verdict = predict(_inputs(p, "traced"), cal)
         took = time.perf_counter() - start
         traced, rep = verdict.trainer_peak_gb, float(p.peak_gb)
         errors["analytic"].append(abs(analytic / rep - 1))
@@ -151,7 +152,8 @@ def traced_peaks(cal: calibration.Calibration) -> None:
     if errors["traced"]:
         print(f"worst peak error over {len(errors['traced'])} published peaks: analytic "
               f"{max(errors['analytic']):.1%}, traced {max(errors['traced']):.1%}")
-        print(f"the veto's band (verlsweep/plan/band.py): trainer terms traced ±{band.TRAINER_ERROR['traced']:.1%}, "
+        print(f"the veto's band (verlsweep/plan/predictor/band.py): trainer terms traced "
+              f"±{band.TRAINER_ERROR['traced']:.1%}, "
               f"analytic ±{band.TRAINER_ERROR['analytic']:.1%} (no tighter than its error above or against traces); other "
               f"modelled terms ±{band.ROLLOUT_ERROR:.1%}; counted bytes exact"
               + ("" if max(errors["traced"]) <= band.TRAINER_ERROR["traced"] + 5e-4
@@ -167,9 +169,9 @@ def by_group(cal: calibration.Calibration) -> None:
     for path in sorted((CONF_DIR / "model").glob("*.yaml")):
         inp = from_cfg(compose_config(["hardware=a2_64g", "algorithm=remax", f"model={path.stem}"]))
         start = time.perf_counter()
-        traced = plan(replace(inp, trainer="traced"), cal)
+        traced = predict(replace(inp, trainer="traced"), cal)
         took = time.perf_counter() - start
-        analytic = plan(replace(inp, trainer="analytic"), cal).trainer_peak_gb
+        analytic = predict(replace(inp, trainer="analytic"), cal).trainer_peak_gb
         how = traced.trainer if traced.trainer != "traced" else ("cache" if took < 0.5 else f"{took:.0f} s")
         print(f"{path.stem:30s} {traced.trainer_peak_gb:10.2f} {analytic:12.2f} "
               f"{_err(analytic, traced.trainer_peak_gb)}  {how}")

@@ -220,11 +220,11 @@ def _verdict(land: Landscape, medians: dict[str, float], oom_means: dict[str, fl
 def lost_by_veto(land: Landscape) -> dict[str, object] | None:
     """The planner's veto against the hidden truth of a planner landscape (None: the planner has no
     opinion): configs it vetoes that fit ("lost") and those of them within 3% of the best ("lost
-    near-best"), with the error band (vetoed: outside it; verlsweep/plan/band.py) and without it (every
+    near-best"), with the error band (vetoed: outside it; verlsweep/plan/predictor/band.py) and without it (every
     config predicted not to fit vetoed, as before the band), and the edge probes the band launches."""
     if land.planner is None or land.guide is None or land.mem_factor is None:
         return None
-    from verlsweep.plan import band, traced_terms
+    from verlsweep.plan.predictor import band, traced_terms
 
     near = search_methods.TARGET * land.best
     error = band.trainer_error(traced_terms.source(land.guide.inputs[0]))

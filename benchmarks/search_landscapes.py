@@ -23,7 +23,7 @@ from verlsweep.study import guide as _guide, space as _space  # noqa: E402
 from verlsweep.common.distributions import discrete_values  # noqa: E402
 from verlsweep.common.result import PLAN_CHECK_PHASES  # noqa: E402
 from verlsweep.infer.rules import KNOBS, OFFLOADS, TP, UTIL  # noqa: E402
-from verlsweep.plan.calibration import THROUGHPUT_CONSTANTS  # noqa: E402
+from verlsweep.plan.predictor.calibration import THROUGHPUT_CONSTANTS  # noqa: E402
 
 P_OFF, O_OFF, R_OFF = OFFLOADS          # actor params, actor optimizer, ref params
 SPACE_LINES = [f"{UTIL}=range(0.30,1.0,0.05)", f"{TP}=choice(1,2,4,8)", f"{P_OFF}=choice(true,false)",
@@ -193,15 +193,15 @@ def hand_written(name: str, f: Callable, configs: list[dict]) -> Landscape:
     return Landscape(name, truth)
 
 
-# the planner's checks (verlsweep.plan.memory.ORDER) -> the phase an OOM there shows
+# the planner's checks (verlsweep.plan.predictor.memory.ORDER) -> the phase an OOM there shows
 # (common.result.PLAN_CHECK_PHASES); host memory has none (more offloads use more host RAM: the rules
 # say nothing about it)
 def true_verdict(inp, cal, mem_factor: float) -> Truth:
     """The hidden truth of one config: the perturbed constants' plan, every predicted GiB x mem_factor."""
-    from verlsweep.plan import plan
-    from verlsweep.plan.memory import ORDER
+    from verlsweep.plan import predict
+    from verlsweep.plan.predictor.memory import ORDER
 
-    v = plan(inp, cal)
+    v = predict(inp, cal)
     for name in ORDER:
         check = v.checks.get(name)
         if check is None:
@@ -228,7 +228,7 @@ def planner_landscape(name: str, overrides: list[str], seed: int, sp: _space.Sea
                       configs: list[dict], tok_error: float = 0.2, mem_error: float = 0.1) -> Landscape:
     from verlsweep.command.compose import compose_config
     from verlsweep.plan import load_calibration
-    from verlsweep.plan.inputs import from_cfg
+    from verlsweep.plan.predictor.inputs import from_cfg
 
     cfg = compose_config(overrides)
     cal = load_calibration(cfg)

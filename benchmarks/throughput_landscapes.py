@@ -84,7 +84,7 @@ def _build(name: str, overrides: list[str], seed: int, tok_error: float, mem_err
     from verlsweep.command.compose import compose_config
     from verlsweep.command.rules import check_rules
     from verlsweep.plan import load_calibration
-    from verlsweep.plan.inputs import from_cfg
+    from verlsweep.plan.predictor.inputs import from_cfg
 
     msp = memory_space()
     memory = planner_landscape(name, overrides, seed, msp, all_configs(msp), tok_error, mem_error)

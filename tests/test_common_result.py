@@ -6,7 +6,7 @@ import pytest
 
 from verlsweep.common.result import (CONSTRAINT_OUTCOMES, FAILURE_PHASES, OUTCOMES, PLAN_CHECK_PHASES, NullReporter,
                                      TrialResult)
-from verlsweep.plan.memory import ORDER
+from verlsweep.plan.predictor.memory import ORDER
 
 
 def test_an_unknown_outcome_is_refused_with_the_known_ones():

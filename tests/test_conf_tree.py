@@ -9,8 +9,8 @@ from omegaconf import OmegaConf
 from verlsweep import CONF_DIR
 from verlsweep.command.argv import help_groups
 from verlsweep.command.compose import compose_config
-from verlsweep.plan.inputs import from_cfg, params_b
-from verlsweep.plan.trial_spec import NotPlannable
+from verlsweep.plan.predictor.inputs import from_cfg, params_b
+from verlsweep.plan.predictor.trial_spec import NotPlannable
 
 ROOT = yaml.safe_load((CONF_DIR / "sweep.yaml").read_text())
 

@@ -5,6 +5,8 @@
     report after (study imports report for report.html, so what report's --status shares with the
     sweep is record, below both).
 
+Inside the planner the same holds between its subpackages: trace <- predictor <- fit <- cli.
+
 Imports are found with ast.walk: at module level and inside functions alike. The Optuna private API
 is used in one module only (verlsweep/common/optuna_private.py); tests/ may use it directly (e.g.
 test_study_create's `optuna.samplers._tpe.sampler._split_trials`) and are not checked.
@@ -118,6 +120,65 @@ def test_every_stage_is_a_subpackage_whose_docstring_says_what_it_may_import():
         if not doc or ("May import" not in doc and stage not in ("study_link",)):
             missing.append(stage)
     assert not missing, f"stages without a docstring naming what they may import: {missing}"
+
+
+# verlsweep.plan's subpackages -> the ones each may import (besides itself): the tracer knows nothing of the
+# planner, the predictor asks it for the trainer's terms, the fits use both, the command line everything.
+# The package root (its public API) and __main__ may import any of them.
+PLANNER = PKG / "plan"
+PLANNER_ALLOWED = {
+    "trace": set(),
+    "predictor": {"trace"},
+    "fit": {"trace", "predictor"},
+    "cli": {"trace", "predictor", "fit"},
+}
+
+
+def _planner_violations(path: Path, own: str) -> list[str]:
+    """What a module of the planner's subpackage `own` imports against the direction: a later subpackage,
+    or the package root (whose __init__ imports the predictor, so a way round the rule and a cycle)."""
+    bad = []
+    for module in _imports(path, "verlsweep.plan"):    # `from verlsweep.plan import fit` is verlsweep.plan.fit
+        parts = module.split(".")
+        target = parts[2] if len(parts) > 2 else None
+        if target not in PLANNER_ALLOWED:
+            bad.append(f"imports {module} (the package root: name the subpackage)")
+        elif target != own and target not in PLANNER_ALLOWED[own]:
+            allowed = sorted(PLANNER_ALLOWED[own]) or "nothing"
+            bad.append(f"imports {module} ({own} may import {allowed} of the planner)")
+    return bad
+
+
+def test_the_planner_s_subpackages_import_one_way():
+    """trace <- predictor <- fit <- cli: a later one may import an earlier one, never the reverse."""
+    bad = [f"{path.relative_to(PKG)}: {why}"
+           for own in PLANNER_ALLOWED for path in sorted((PLANNER / own).rglob("*.py"))
+           for why in _planner_violations(path, own)]
+    assert not bad, "\n".join(bad)
+
+
+def test_every_planner_module_is_in_a_subpackage_whose_docstring_says_what_it_may_import():
+    flat = sorted(p.name for p in PLANNER.glob("*.py") if p.name not in ("__init__.py", "__main__.py"))
+    assert not flat, f"modules outside the planner's subpackages: {flat}"
+    assert {p.name for p in PLANNER.iterdir() if (p / "__init__.py").exists()} == set(PLANNER_ALLOWED)
+    missing = [own for own in PLANNER_ALLOWED
+               if "May import" not in (ast.get_docstring(ast.parse((PLANNER / own / "__init__.py").read_text())) or "")]
+    assert not missing, f"planner subpackages without a docstring naming what they may import: {missing}"
+
+
+def test_the_planner_checker_sees_a_violation(tmp_path):
+    """An earlier subpackage importing a later one, inside a function, or the package root, is caught."""
+    f = tmp_path / "x.py"
+    f.write_text("from verlsweep.plan.trace import trace_pass\n"
+                 "def f():\n    from verlsweep.plan.cli.table import grid\n"
+                 "def g():\n    from verlsweep.plan import fit\n"
+                 "def h():\n    import verlsweep.plan\n")
+    assert _planner_violations(f, "predictor") == [
+        "imports verlsweep.plan.cli.table (predictor may import ['trace'] of the planner)",
+        "imports verlsweep.plan.fit (predictor may import ['trace'] of the planner)",
+        "imports verlsweep.plan (the package root: name the subpackage)"]
+    assert _planner_violations(f, "cli") == ["imports verlsweep.plan (the package root: name the subpackage)"]
+    assert len(_planner_violations(f, "trace")) == 3
 
 
 def test_the_checker_sees_a_violation(tmp_path):

@@ -93,7 +93,7 @@ def test_peak_memory_is_the_actors_allocated_peak_over_the_steps_never_reserved_
 
 def test_the_same_peak_memory_metric_in_every_runner_and_in_plan_refit():
     from verlsweep.common.names import PEAK_MEMORY_METRIC
-    from verlsweep.plan import refit
+    from verlsweep.plan.fit import refit
     from verlsweep.trial.runners import estimate
 
     assert refit.PEAK == PEAK_MEMORY_METRIC and PEAK_MEMORY_METRIC in estimate.STEP_METRICS

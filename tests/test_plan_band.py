@@ -1,5 +1,5 @@
 """The veto knows its error: a config that fits only at the favourable end of the planner's error band
-(verlsweep/plan/band.py) is launched as an edge probe; one that does not fit even there is vetoed."""
+(verlsweep/plan/predictor/band.py) is launched as an edge probe; one that does not fit even there is vetoed."""
 from __future__ import annotations
 
 import pytest
@@ -7,10 +7,11 @@ from rich.console import Console
 
 from verlsweep.command.compose import compose_config
 from verlsweep.common.names import EDGE_PROBE, EDGE_PROBE_METRIC
-from verlsweep.plan import band, blocks_launch, from_cfg, plan_cfg
-from verlsweep.plan.memory import Check
-from verlsweep.plan.table import grid, render
-from verlsweep.plan.verdict import load_calibration
+from verlsweep.plan import blocks_launch, from_cfg, predict_cfg
+from verlsweep.plan.predictor import band
+from verlsweep.plan.predictor.memory import Check
+from verlsweep.plan.cli.table import grid, render
+from verlsweep.plan.predictor.verdict import load_calibration
 
 ACTOR = "verl.actor_rollout_ref.actor"
 ROLLOUT = "verl.actor_rollout_ref.rollout"
@@ -46,14 +47,14 @@ def test_the_planner_launches_an_edge_probe_names_it_in_its_table_and_vetoes_wha
         return compose_config(["hardware=a2_64g", "algorithm=remax", "plan.trainer=analytic", *NO_OFFLOAD,
                                f"{ROLLOUT}.gpu_memory_utilization={util}"])
 
-    edge = plan_cfg(at(0.8))                 # needs 62.8 GiB of 60.7, 60.1 at the favourable end
+    edge = predict_cfg(at(0.8))                 # needs 62.8 GiB of 60.7, 60.1 at the favourable end
     assert edge.status == "edge" and edge.edge_probe and edge.feasible and not edge.fits
     assert not blocks_launch(at(0.8), edge) and EDGE_PROBE in edge.summary()
     assert edge.phases_low["rollout"] < edge.capacity_gb < edge.phases["rollout"]
     assert edge.metrics()[EDGE_PROBE_METRIC] == 1.0
     low, high = edge.trainer_peak_band_gb
     assert low == pytest.approx(edge.trainer_peak_gb * 0.8) and high == pytest.approx(edge.trainer_peak_gb * 1.2)
-    vetoed = plan_cfg(at(0.85))
+    vetoed = predict_cfg(at(0.85))
     assert vetoed.status == "infeasible" and blocks_launch(at(0.85), vetoed)
 
     inp = from_cfg(at(0.8))

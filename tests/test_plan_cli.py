@@ -15,7 +15,8 @@ from verlsweep import CONF_DIR
 from verlsweep.command import config_store
 from verlsweep.command.compose import compose_config
 from verlsweep.command.hydra_compose import compose_dir
-from verlsweep.plan import detect, from_cfg, plan_cfg, preflight
+from verlsweep.plan import from_cfg, predict_cfg, preflight
+from verlsweep.plan.cli import detect
 from verlsweep.plan.cli import main
 
 REPO = Path(__file__).resolve().parent.parent
@@ -51,7 +52,7 @@ def test_the_table_plans_every_util_tp_offload_combination_of_the_composed_trial
         (u, t, p, o) for u in (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9) for t in tps for p in (True, False)
         for o in (True, False)}
     statuses = [r["status"] for r in rows]
-    # fits first; edge probes (inside the planner's error band, verlsweep.plan.band) before infeasible
+    # fits first; edge probes (inside the planner's error band, verlsweep.plan.predictor.band) before infeasible
     assert statuses == sorted(statuses, key=("ok", "tight", "edge", "infeasible").index)
     assert {"ok", "infeasible"} <= set(statuses)
     bad = next(r for r in rows if (r["util"], r["tp"], r["param_offload"], r["optimizer_offload"]) == (0.9, 2, False, False))
@@ -85,7 +86,7 @@ def test_detect_writes_a_profile_from_recorded_npu_smi_that_plans_like_the_shipp
     ours = compose_copy(conf_copy, "hardware=lab_a2", "algorithm=remax")
     shipped = compose_config(["hardware=a2_64g", "algorithm=remax"])
     assert ours.verl.trainer.n_gpus_per_node == 8 and ours.env.TASK_QUEUE_ENABLE == "1"
-    mine, theirs = plan_cfg(ours), plan_cfg(shipped)
+    mine, theirs = predict_cfg(ours), predict_cfg(shipped)
     assert mine.feasible and mine.binding == theirs.binding
     assert mine.capacity_gb == pytest.approx(theirs.capacity_gb, abs=0.3)
 

@@ -1,6 +1,6 @@
-"""verlsweep.plan.inputs.from_cfg: a composed sweep config read into the planner's dataclasses
-(verlsweep.plan.trial_spec), verl's defaults filling what the config leaves unset, and NotPlannable
-for what the model does not cover. verlsweep.plan.verl_config's defaults are checked against the
+"""verlsweep.plan.predictor.inputs.from_cfg: a composed sweep config read into the planner's dataclasses
+(verlsweep.plan.predictor.trial_spec), verl's defaults filling what the config leaves unset, and NotPlannable
+for what the model does not cover. verlsweep.plan.predictor.verl_config's defaults are checked against the
 installed verl by tests/test_plan_model.py."""
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ import pytest
 from omegaconf import OmegaConf
 
 from verlsweep.command.compose import compose_config
-from verlsweep.plan.inputs import from_cfg
-from verlsweep.plan.trial_spec import NotPlannable
-from verlsweep.plan.trial_spec import PlanInputs
-from verlsweep.plan.verl_config import DEFAULT_CUDAGRAPH_MODE, VERL_DEFAULTS, VerlValues, default_capture_sizes
+from verlsweep.plan.predictor.inputs import from_cfg
+from verlsweep.plan.predictor.trial_spec import NotPlannable
+from verlsweep.plan.predictor.trial_spec import PlanInputs
+from verlsweep.plan.predictor.verl_config import (DEFAULT_CUDAGRAPH_MODE, VERL_DEFAULTS, VerlValues,
+                                                  default_capture_sizes)
 
 ROLLOUT = "verl.actor_rollout_ref.rollout"
 ACTOR = "verl.actor_rollout_ref.actor"

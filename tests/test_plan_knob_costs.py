@@ -1,4 +1,4 @@
-"""The planner over the throughput knobs (verlsweep.plan.knob_costs, the memory model's token budget, graph
+"""The planner over the throughput knobs (verlsweep.plan.predictor.knob_costs, the memory model's token budget, graph
 pools and vLLM share) and the step's time split in verl's phase names (verlsweep.common.time_split)."""
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from dataclasses import replace
 import pytest
 
 from verlsweep.command.compose import compose_config
-from verlsweep.plan import load_calibration, plan
-from verlsweep.plan.inputs import from_cfg
+from verlsweep.plan import load_calibration, predict
+from verlsweep.plan.predictor.inputs import from_cfg
 from verlsweep.common.time_split import measured_split, predicted_split
 
 CAL = load_calibration(None)
@@ -30,28 +30,28 @@ def _rollout(inp, **changes):
 
 
 def test_a_bigger_actor_token_budget_updates_faster_and_needs_more_memory(base):
-    small, big = plan(_actor(base, max_token_len=8192), CAL), plan(_actor(base, max_token_len=32768), CAL)
+    small, big = predict(_actor(base, max_token_len=8192), CAL), predict(_actor(base, max_token_len=32768), CAL)
     assert big.time_s["update_actor"] < small.time_s["update_actor"]
     assert big.phases["actor_update"] > small.phases["actor_update"]
 
 
 def test_graph_mode_costs_a_pool_per_captured_size_and_saves_decode_time(base):
-    eager = plan(_rollout(base, enforce_eager=True), CAL)
-    few = plan(_rollout(base, capture_sizes=(1, 2, 4, 8)), CAL)
-    many = plan(_rollout(base, capture_sizes=tuple(range(8, 513, 8))), CAL)
+    eager = predict(_rollout(base, enforce_eager=True), CAL)
+    few = predict(_rollout(base, capture_sizes=(1, 2, 4, 8)), CAL)
+    many = predict(_rollout(base, capture_sizes=tuple(range(8, 513, 8))), CAL)
     assert eager.checks["rollout"].parts["graph pools"] == 0
     assert 0 < few.checks["rollout"].parts["graph pools"] < many.checks["rollout"].parts["graph pools"]
     assert many.time_s["gen"] < eager.time_s["gen"]
 
 
 def test_ulysses_sp_adds_all_to_all_time_and_keeping_vllm_awake_keeps_its_share(base):
-    assert plan(_actor(base, sp=4), CAL).time_s["update_actor"] > plan(base, CAL).time_s["update_actor"]
-    awake = plan(_rollout(base, free_cache_engine=False), CAL)
+    assert predict(_actor(base, sp=4), CAL).time_s["update_actor"] > predict(base, CAL).time_s["update_actor"]
+    awake = predict(_rollout(base, free_cache_engine=False), CAL)
     assert awake.checks["actor_update"].parts["vLLM asleep"] > 0
 
 
 def test_the_predicted_split_adds_up_to_the_step_in_verls_phase_names(base):
-    verdict = plan(base, CAL)
+    verdict = predict(base, CAL)
     split = predicted_split(verdict.time_s)
     assert set(split) <= {"gen", "old_log_prob", "ref", "values", "update_critic", "update_actor",
                           "update_weights", "other"}

@@ -1,4 +1,4 @@
-"""verlsweep.plan.lengths: the sequence lengths the planner assumes. Memory checks take every sequence at
+"""verlsweep.plan.predictor.lengths: the sequence lengths the planner assumes. Memory checks take every sequence at
 its max length; throughput takes the expected mean, responses drawn from a gamma clipped at
 max_response_length (unless plan.prompt_tokens / plan.response_tokens say otherwise)."""
 from __future__ import annotations
@@ -9,8 +9,9 @@ from dataclasses import replace
 import pytest
 
 from verlsweep.command.compose import compose_config
-from verlsweep.plan import calibration, from_cfg
-from verlsweep.plan.lengths import Lengths, clipped_gamma_mean, expected_lengths, gamma_p, worst_lengths
+from verlsweep.plan import from_cfg
+from verlsweep.plan.predictor import calibration
+from verlsweep.plan.predictor.lengths import Lengths, clipped_gamma_mean, expected_lengths, gamma_p, worst_lengths
 
 C = calibration.load().constants
 

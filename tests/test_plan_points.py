@@ -8,8 +8,9 @@ from __future__ import annotations
 import pytest
 
 from verlsweep.command.compose import compose_config
-from verlsweep.plan import calibration, from_cfg, plan
-from verlsweep.plan.points import point_config, point_inputs
+from verlsweep.plan import from_cfg, predict
+from verlsweep.plan.predictor import calibration
+from verlsweep.plan.fit.points import point_config, point_inputs
 
 CAL = calibration.load()
 FEASIBLE = [p for p in CAL.points if p.feasible]
@@ -26,14 +27,14 @@ def test_the_calibration_file_covers_the_recipes_the_issue_names():
 
 @pytest.mark.parametrize("point", FEASIBLE, ids=lambda p: p.id)
 def test_a_recipe_that_ran_is_predicted_feasible(point):
-    verdict = plan(point_inputs(point), CAL)
+    verdict = predict(point_inputs(point), CAL)
     assert verdict.fits, f"{point.id}: {verdict.reason}"          # predicted to fit, not only an edge probe
     assert verdict.tok_s > 0 and verdict.step_s > 0
 
 
 @pytest.mark.parametrize("point", FAILING, ids=lambda p: p.id)
 def test_a_failing_configuration_is_infeasible_on_its_constraint(point):
-    verdict = plan(point_inputs(point), CAL)
+    verdict = predict(point_inputs(point), CAL)
     assert not verdict.feasible, f"{point.id} predicted {verdict.status}: {verdict.reason}"
     assert verdict.binding == point.binding, verdict.reason
 
@@ -42,8 +43,8 @@ def test_the_32b_recipe_needs_its_four_nodes():
     """The same T/F recipe on one A2 node: Adam's state, sharded 8 ways instead of 32, cannot fit."""
     point = CAL.point("qwen3_32b_grpo_a2_4x8")
     one_node = from_cfg(compose_config([*point.compose_overrides(), "hardware.nnodes=1"]))
-    assert plan(point_inputs(point), CAL).fits
-    assert not plan(one_node, CAL).feasible
+    assert predict(point_inputs(point), CAL).fits
+    assert not predict(one_node, CAL).feasible
 
 
 def test_the_remax_seed_recipe_point_is_the_composed_default():
@@ -58,8 +59,8 @@ def test_the_remax_seed_recipe_point_is_the_composed_default():
 def test_the_packaged_constants_are_the_fit_of_the_packaged_points():
     """calibration.yaml's `fit: true` values are what fitting its own points gives (nobody hand-tuned
     them after the fit), and the fit stays within 15 % of every reported number."""
-    from verlsweep.plan.fit import fit
-    from verlsweep.plan.points import samples
+    from verlsweep.plan.fit.measured_fit import fit
+    from verlsweep.plan.fit.points import samples
 
     result = fit(CAL, samples(CAL))
     for name, (old, new) in result.changed.items():

@@ -1,4 +1,4 @@
-"""Re-fitting the planner to an MLflow experiment (verlsweep/plan/refit.py, `python -m verlsweep.plan refit`).
+"""Re-fitting the planner to an MLflow experiment (verlsweep/plan/fit/refit.py, `python -m verlsweep.plan refit`).
 
 The store is a real sqlite MLflow store filled through verlsweep.tracking.mlflow_runs's own functions (parent
 sweep run, child trial runs with their knobs) plus per-step metrics as verl's MLflow logger writes them.
@@ -20,9 +20,11 @@ from verlsweep.command import knobs
 from verlsweep.tracking import mlflow_runs as tracking
 from verlsweep.tracking import sweep_run
 from verlsweep.command.compose import compose_config
-from verlsweep.plan import calibration, from_cfg, plan_cfg, refit
+from verlsweep.plan import from_cfg, predict_cfg
+from verlsweep.plan.predictor import calibration
+from verlsweep.plan.fit import refit
 from verlsweep.plan.cli import main
-from verlsweep.plan.fit import Sample, predict
+from verlsweep.plan.fit.measured_fit import Sample, predict_sample
 from verlsweep.common.result import TrialResult
 from verlsweep.tracking.system_metrics import DevicePeak
 
@@ -62,11 +64,12 @@ def experiment(empty_mlflow_db, tmp_path_factory):
         run = tracking.TrialRun.start(cfg, knobs.knobs(cfg, swept))
         truth_inputs = from_cfg(compose_config([*overrides, f"plan.prompt_tokens={prompt}", f"plan.response_tokens={response}"]))
         _log_steps(client, run.run_id, {
-            "perf/throughput": predict(Sample("", truth_inputs, "throughput", 1.0), TRUTH),
-            "actor/perf/max_memory_allocated_gb": predict(Sample("", truth_inputs, "memory", 1.0), TRUTH),
+            "perf/throughput": predict_sample(Sample("", truth_inputs, "throughput", 1.0), TRUTH),
+            "actor/perf/max_memory_allocated_gb": predict_sample(Sample("", truth_inputs, "memory", 1.0), TRUTH),
             "prompt_length/mean": prompt, "response_length/mean": response,
         })
-        device_peak = DevicePeak(predict(Sample("", truth_inputs, "device_memory", 1.0), TRUTH), "npu 0", time.time())
+        device_peak = DevicePeak(predict_sample(Sample("", truth_inputs, "device_memory", 1.0), TRUTH), "npu 0",
+                                 time.time())
         run.finish(TrialResult("completed", backend="verl"), reason="exit 0", device_peak=device_peak)
     # runs a refit must leave alone: a prediction, and a trial that never completed
     cfg = compose_config([*BASE, f"tracking.uri={uri}", f"tracking.parent_run_id={parent}", "trial.number=90"])
@@ -94,7 +97,7 @@ def test_harvest_rebuilds_each_real_completed_trial_with_its_measured_lengths(ex
 
 def _logits_bytes_fittable(tmp_path: Path) -> Path:
     """The packaged calibration with logits_bytes left to the fit, as a user may opt in (the packaged
-    one takes it from traces, verlsweep/plan/trace_fit.py)."""
+    one takes it from traces, verlsweep/plan/fit/trace_fit.py)."""
     text = calibration.DEFAULT_PATH.read_text()
     head, tail = text.split("  logits_bytes:\n", 1)
     tail = re.sub(r"^    fit: false[^\n]*", "    fit: true", tail, count=1, flags=re.M)
@@ -121,8 +124,8 @@ def test_the_refit_subcommand_writes_a_calibration_the_planner_then_uses(experim
     fitted = calibration.load(out)
     assert fitted.constants.decode_bw_efficiency != CAL.constants.decode_bw_efficiency
     assert [p.id for p in fitted.points] == [p.id for p in CAL.points]      # the known points stay
-    default = plan_cfg(compose_config(["algorithm=remax"]))
-    refitted = plan_cfg(compose_config(["algorithm=remax", f"plan.calibration={out}"]))
+    default = predict_cfg(compose_config(["algorithm=remax"]))
+    refitted = predict_cfg(compose_config(["algorithm=remax", f"plan.calibration={out}"]))
     assert refitted.tok_s != pytest.approx(default.tok_s, rel=1e-3)
 
 

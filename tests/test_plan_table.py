@@ -1,4 +1,4 @@
-"""verlsweep.plan.table: the planner over a grid of util x TP x offloads, best first, the composed
+"""verlsweep.plan.cli.table: the planner over a grid of util x TP x offloads, best first, the composed
 config's own knobs marked (what `python -m verlsweep.plan table` prints; tests/test_plan_cli.py runs it)."""
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import pytest
 from rich.console import Console
 
 from verlsweep.command.compose import compose_config
-from verlsweep.plan import calibration, from_cfg
-from verlsweep.plan.table import _RANK, grid, render
+from verlsweep.plan import from_cfg
+from verlsweep.plan.predictor import calibration
+from verlsweep.plan.cli.table import _RANK, grid, render
 
 CAL = calibration.load()
 

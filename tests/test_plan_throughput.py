@@ -1,4 +1,4 @@
-"""verlsweep.plan.throughput: the roofline of one colocated verl step in verl's perf/throughput unit
+"""verlsweep.plan.predictor.throughput: the roofline of one colocated verl step in verl's perf/throughput unit
 (tokens / (step time x devices)). Pinned here: the unit, which knobs move which component, and the
 TP / util ordering the model gives and why."""
 from __future__ import annotations
@@ -6,10 +6,11 @@ from __future__ import annotations
 import pytest
 
 from verlsweep.command.compose import compose_config
-from verlsweep.plan import calibration, from_cfg, plan
-from verlsweep.plan.lengths import expected_lengths
-from verlsweep.plan.memory import plan_memory
-from verlsweep.plan.throughput import Throughput, plan_throughput
+from verlsweep.plan import from_cfg, predict
+from verlsweep.plan.predictor import calibration
+from verlsweep.plan.predictor.lengths import expected_lengths
+from verlsweep.plan.predictor.memory import memory_per_phase
+from verlsweep.plan.predictor.throughput import Throughput, step_throughput
 
 CAL = calibration.load()
 C = CAL.constants
@@ -28,7 +29,7 @@ def base():
 
 def throughput(inp) -> Throughput:
     lengths = expected_lengths(inp, C)
-    return plan_throughput(inp, C, lengths, plan_memory(inp, C).kv_tokens)
+    return step_throughput(inp, C, lengths, memory_per_phase(inp, C).kv_tokens)
 
 
 def test_tok_s_is_verls_unit_every_trained_token_per_second_per_device(base):
@@ -85,7 +86,7 @@ def test_eager_mode_pays_the_per_step_launch_overhead_graphs_avoid():
 def test_a_batch_beyond_the_largest_captured_size_runs_eager_anyway(base):
     assert throughput(base).parts["gen"] == pytest.approx(
         throughput(inputs(f"{ROLLOUT}.enforce_eager=true")).parts["gen"])
-    assert plan(base, CAL).concurrency > max(base.rollout.capture_sizes)
+    assert predict(base, CAL).concurrency > max(base.rollout.capture_sizes)
 
 
 @pytest.mark.parametrize("tp", [1, 2, 4, 8])
@@ -97,7 +98,7 @@ def test_more_util_never_slows_generation(base, tp):
 def test_where_the_kv_cache_caps_the_batch_more_tp_frees_it_and_generation_speeds_up(base):
     """TP 1 at util 0.4: the weights leave little KV cache, so a replica decodes fewer sequences at once
     than max_num_seqs; TP 2 halves the weights per device and lifts that cap."""
-    one, two = (plan(base.with_knobs(tp=tp, util=0.4), CAL) for tp in (1, 2))
+    one, two = (predict(base.with_knobs(tp=tp, util=0.4), CAL) for tp in (1, 2))
     assert one.concurrency < base.rollout.max_num_seqs           # the precondition: KV-bound at TP 1
     assert one.kv_tokens < two.kv_tokens
     assert two.time_s["gen"] < one.time_s["gen"] and two.tok_s > one.tok_s
@@ -108,7 +109,7 @@ def test_where_max_num_seqs_caps_the_batch_more_tp_only_means_fewer_replicas_and
     twice the sequences in twice the steps, and a step reads the weights / TP plus the KV of the same
     batch, with the TP all-reduce on top, so generation slows and tok/s falls as TP grows."""
     inp = inputs(f"{ROLLOUT}.max_num_seqs=32", f"{ROLLOUT}.gpu_memory_utilization=0.9")
-    verdicts = {tp: plan(inp.with_knobs(tp=tp), CAL) for tp in (2, 4, 8)}
+    verdicts = {tp: predict(inp.with_knobs(tp=tp), CAL) for tp in (2, 4, 8)}
     assert all(v.concurrency == 32 for v in verdicts.values())   # the precondition: max_num_seqs-bound
     gens = [verdicts[tp].time_s["gen"] for tp in (2, 4, 8)]
     toks = [verdicts[tp].tok_s for tp in (2, 4, 8)]

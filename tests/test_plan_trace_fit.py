@@ -1,4 +1,4 @@
-"""The analytic trainer formula re-fitted to traces (verlsweep/plan/trace_fit.py), without tracing:
+"""The analytic trainer formula re-fitted to traces (verlsweep/plan/fit/trace_fit.py), without tracing:
 the fit routine on synthetic traces, and the packaged constants against a committed slice of the real
 grid (`python -m verlsweep.plan refit --traces`, docs/benchmarks.md#planner-accuracy)."""
 from __future__ import annotations
@@ -7,7 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from verlsweep.plan import calibration, trace_fit
+from verlsweep.plan.predictor import calibration
+from verlsweep.plan.fit import trace_fit
 
 CAL = calibration.load()
 

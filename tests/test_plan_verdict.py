@@ -1,4 +1,4 @@
-"""verlsweep.plan.verdict: the planner's prediction for one trial (Verdict), what it says before launch
+"""verlsweep.plan.predictor.verdict: the planner's prediction for one trial (Verdict), what it says before launch
 (Preflight, preflight) and whether that stops the launch (blocks_launch). The model's numbers behind it
 are pinned by tests/test_plan_model.py and tests/test_plan_throughput.py."""
 from __future__ import annotations
@@ -8,10 +8,13 @@ from dataclasses import replace
 import pytest
 
 from verlsweep.command.compose import compose_config
-from verlsweep.plan import NotPlannable, calibration, from_cfg
-from verlsweep.plan.memory import MEANING, ORDER
-from verlsweep.plan.ray_demand import CpuCheck, Demand, Supply, Term
-from verlsweep.plan.verdict import STATUSES, Preflight, Verdict, blocks_launch, load_calibration, plan, plan_cfg
+from verlsweep.plan import NotPlannable, from_cfg
+from verlsweep.plan.fit import calibration_file
+from verlsweep.plan.predictor import calibration
+from verlsweep.plan.predictor.memory import MEANING, ORDER
+from verlsweep.plan.predictor.ray_demand import CpuCheck, Demand, Supply, Term
+from verlsweep.plan.predictor.verdict import (STATUSES, Preflight, Verdict, blocks_launch, load_calibration, predict,
+                                              predict_cfg)
 
 CAL = calibration.load()
 ROLLOUT = "verl.actor_rollout_ref.rollout"
@@ -28,12 +31,12 @@ def cfg_of(*overrides: str):
 
 @pytest.fixture(scope="module")
 def fits() -> Verdict:
-    return plan_cfg(cfg_of())
+    return predict_cfg(cfg_of())
 
 
 @pytest.fixture(scope="module")
 def no_fit() -> Verdict:
-    return plan_cfg(cfg_of(*NO_FIT))
+    return predict_cfg(cfg_of(*NO_FIT))
 
 
 def test_a_config_that_does_not_fit_is_infeasible_on_the_constraint_a_run_meets_first(no_fit):
@@ -87,26 +90,26 @@ def test_to_dict_leaves_out_the_check_objects_and_adds_feasible(no_fit):
 
 def test_the_margin_makes_a_near_miss_tight_not_infeasible():
     inp = from_cfg(cfg_of())
-    v = plan(inp, CAL)
+    v = predict(inp, CAL)
     binding = v.checks[v.binding]
     # a margin larger than the headroom, but smaller than the headroom plus itself
-    tight = plan(replace(inp, margin_gb=binding.headroom + binding.margin + 0.5), CAL)
+    tight = predict(replace(inp, margin_gb=binding.headroom + binding.margin + 0.5), CAL)
     assert tight.status == "tight" and tight.feasible
 
 
-def test_plan_cfg_refuses_what_the_model_does_not_cover():
+def test_predict_cfg_refuses_what_the_model_does_not_cover():
     with pytest.raises(NotPlannable, match="vLLM only"):
-        plan_cfg(cfg_of(f"{ROLLOUT}.name=sglang"))
+        predict_cfg(cfg_of(f"{ROLLOUT}.name=sglang"))
 
 
 def test_load_calibration_reads_plan_calibration_and_defaults_to_the_packaged_file(tmp_path):
     assert load_calibration(None).constants == CAL.constants
     assert load_calibration(cfg_of()).path == calibration.DEFAULT_PATH
     slower = replace(CAL.constants, step_overhead_s=CAL.constants.step_overhead_s + 100)
-    path = calibration.dump(CAL, slower, tmp_path / "cal.yaml")
+    path = calibration_file.write(CAL, slower, tmp_path / "cal.yaml")
     cfg = cfg_of(f"plan.calibration={path}")
     assert load_calibration(cfg).constants.step_overhead_s == pytest.approx(slower.step_overhead_s)
-    assert plan_cfg(cfg).step_s == pytest.approx(plan_cfg(cfg_of()).step_s + 100, rel=1e-6)
+    assert predict_cfg(cfg).step_s == pytest.approx(predict_cfg(cfg_of()).step_s + 100, rel=1e-6)
 
 
 def _cpus(ok: bool) -> CpuCheck:

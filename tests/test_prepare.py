@@ -10,9 +10,9 @@ from verlsweep.command.compose import build_command, compose_config
 from verlsweep.common.errors import ConfigError
 from verlsweep.common.names import TRIAL_DIR_ENV
 from verlsweep.common.result import NullReporter
-from verlsweep.plan import verdict as verdict_mod
+from verlsweep.plan.predictor import verdict as verdict_mod
 from verlsweep.prepare import PreparedTrial, prepare
-from verlsweep.trial.runners import Hardware, Limits, Objective, Plan, RunOutput, Runner, RunSpec
+from verlsweep.trial.runners import Clearance, Hardware, Limits, Objective, RunOutput, Runner, RunSpec
 
 ESTIMATE = ["hardware=a2_64g", "algorithm=remax", "runner=estimate", "validate.verl=false", "tracking.enabled=false"]
 ROLLOUT = "verl.actor_rollout_ref.rollout"
@@ -22,15 +22,15 @@ NO_OFFLOAD = ["verl.actor_rollout_ref.actor.fsdp_config.param_offload=false",
 
 @pytest.fixture
 def plans(monkeypatch) -> list[object]:
-    """Every call of the planner (plan.verdict.plan: plan_cfg and everything above it go through it)."""
+    """Every call of the planner (plan.predictor.verdict.predict: predict_cfg and all above it go through it)."""
     calls: list[object] = []
-    real = verdict_mod.plan
+    real = verdict_mod.predict
 
     def counting(inp, cal):
         calls.append(inp)
         return real(inp, cal)
 
-    monkeypatch.setattr(verdict_mod, "plan", counting)
+    monkeypatch.setattr(verdict_mod, "predict", counting)
     return calls
 
 
@@ -54,8 +54,8 @@ def test_prepare_returns_the_typed_pieces_of_the_trial():
     assert spec.verl["actor_rollout_ref.rollout.gpu_memory_utilization"] == 0.7
     assert spec.knobs == ("actor_rollout_ref.rollout.gpu_memory_utilization",)    # verl keys only
     assert prepared.knobs == {"actor_rollout_ref.rollout.gpu_memory_utilization": 0.7, "env.FOO": 1}
-    assert isinstance(spec.plan, Plan) and prepared.plan is spec.plan
-    assert spec.plan.memory is not None and spec.plan.memory.feasible and spec.plan.enforce
+    assert isinstance(spec.clearance, Clearance) and prepared.clearance is spec.clearance
+    assert spec.clearance.memory is not None and spec.clearance.memory.feasible and spec.clearance.enforce
     assert prepared.tracking is False and not prepared.runs_here
     assert prepared.monitoring.device == "npu" and prepared.monitoring.visible_devices_env == "ASCEND_RT_VISIBLE_DEVICES"
 
@@ -65,8 +65,8 @@ def test_a_runner_that_needs_files_gets_a_verl_launch_with_its_limits_and_this_m
     prepared = prepare(cfg, dry=True, overrides=[])
     assert prepared.runner.needs_files and prepared.runner.uses_devices and prepared.runs_here
     assert prepared.spec.limits.timeout is None and prepared.spec.limits.stall_timeout == 60.0
-    cpus = prepared.plan.preflight.cpus
-    assert cpus is not None and not prepared.plan.cpus_stated       # nothing stated: this machine's CPUs
+    cpus = prepared.clearance.preflight.cpus
+    assert cpus is not None and not prepared.clearance.cpus_stated       # nothing stated: this machine's CPUs
 
 
 def test_a_bad_key_fails_before_anything_launches_with_the_key_named(plans, monkeypatch):
@@ -102,10 +102,10 @@ def test_the_planner_runs_once_per_trial_and_the_estimate_runner_uses_the_prepar
 def test_the_estimate_runner_measures_the_prepared_verdict_not_its_own(tmp_path):
     """A verdict handed in is the one it reports: a faster prediction gives a higher objective."""
     prepared = prepare(compose_config([*ESTIMATE, "trial.steps=3", "runner.noise=0"]), overrides=[])
-    memory = prepared.plan.memory
+    memory = prepared.clearance.memory
     faster = dataclasses.replace(memory, tok_s=memory.tok_s * 2)
-    spec = dataclasses.replace(prepared.spec, plan=dataclasses.replace(prepared.plan, preflight=dataclasses.replace(
-        prepared.plan.preflight, memory=faster)))
+    spec = dataclasses.replace(prepared.spec, clearance=dataclasses.replace(
+        prepared.clearance, preflight=dataclasses.replace(prepared.clearance.preflight, memory=faster)))
     env = {TRIAL_DIR_ENV: str(tmp_path)}
     base = prepared.runner.run(prepared.spec, NullReporter(), env).result.objective
     assert prepared.runner.run(spec, NullReporter(), env).result.objective == pytest.approx(2 * base)
@@ -113,10 +113,10 @@ def test_the_estimate_runner_measures_the_prepared_verdict_not_its_own(tmp_path)
 
 def test_a_config_outside_the_planner_is_refused_by_runner_estimate_with_the_planners_reason(tmp_path):
     prepared = prepare(compose_config([*ESTIMATE, f"{ROLLOUT}.name=sglang"]), overrides=[])
-    assert prepared.plan.memory is None and "vLLM" in prepared.plan.unplannable
+    assert prepared.clearance.memory is None and "vLLM" in prepared.clearance.unplannable
     with pytest.raises(ConfigError, match="runner.name") as err:
         prepared.runner.run(prepared.spec, NullReporter(), {TRIAL_DIR_ENV: str(tmp_path)})
-    assert prepared.plan.unplannable in str(err.value)
+    assert prepared.clearance.unplannable in str(err.value)
 
 
 def test_dry_run_and_check_fixed_plan_once(plans, tmp_path, monkeypatch, capsys):

@@ -1,4 +1,4 @@
-"""verl's Ray CPU demand against the trial's CPUs (verlsweep/plan/ray_demand.py).
+"""verl's Ray CPU demand against the trial's CPUs (verlsweep/plan/predictor/ray_demand.py).
 
 Every demand term is compared with the installed verl / TransferQueue / Ray source it is read from, so a
 default that changes upstream fails here rather than silently mis-planning.
@@ -13,8 +13,9 @@ import pytest
 from omegaconf import OmegaConf
 
 from verlsweep.command.compose import compose_config
-from verlsweep.plan import blocks_launch, preflight, ray_demand
-from verlsweep.plan.ray_demand import RAY_DEFAULTS
+from verlsweep.plan import blocks_launch, preflight
+from verlsweep.plan.predictor import ray_demand
+from verlsweep.plan.predictor.ray_demand import RAY_DEFAULTS
 
 STORAGE = "verl.transfer_queue.backend.SimpleStorage.num_data_storage_units"
 

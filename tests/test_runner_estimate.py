@@ -9,7 +9,7 @@ import pytest
 
 from verlsweep.command.compose import compose_config
 from verlsweep.common.errors import ConfigError
-from verlsweep.plan import plan_cfg
+from verlsweep.plan import predict_cfg
 from verlsweep.common.result import NullReporter
 from verlsweep.prepare import prepare
 
@@ -40,7 +40,7 @@ def run(tmp_path: Path, overrides: list[str], reporter=None):
 def test_a_feasible_trial_completes_with_verl_style_steps_around_the_prediction(tmp_path):
     reporter = StopAt()
     cfg, out, result = run(tmp_path, ["runner.noise=0.05", "trial.steps=6"], reporter)
-    verdict = plan_cfg(cfg)
+    verdict = predict_cfg(cfg)
     assert result.outcome == "completed" and result.backend == "estimate" and result.steps == 6
     lines = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in lines] == [1, 2, 3, 4, 5, 6]
@@ -63,7 +63,7 @@ def test_noise_is_seeded_by_the_runner_seed_and_the_trial_number(tmp_path):
     assert objective("trial.number=3") != objective("trial.number=4")
     assert objective("trial.number=3", "runner.seed=1") != objective("trial.number=3")
     exact = run(tmp_path, ["runner.noise=0", "runner.first_step_slowdown=1"])
-    assert exact[2].objective == pytest.approx(plan_cfg(exact[0]).tok_s)
+    assert exact[2].objective == pytest.approx(predict_cfg(exact[0]).tok_s)
 
 
 def test_a_start_refused_by_vllm_is_an_oom_with_vllms_message_when_not_enforced(tmp_path):
@@ -99,6 +99,6 @@ def test_an_objective_the_planner_cannot_predict_is_refused_by_name(tmp_path):
 
 def test_an_edge_probe_is_launched_under_plan_enforce_and_measures_the_planners_own_prediction(tmp_path):
     # util 0.8 without offload fits only at the favourable end of the planner's error band
-    # (verlsweep/plan/band.py): launched, and the estimate (the central prediction) OOMs when vLLM wakes
+    # (verlsweep/plan/predictor/band.py): launched, and the estimate (the central prediction) OOMs when vLLM wakes
     _, _, result = run(tmp_path, [*NO_OFFLOAD, f"{ROLLOUT}.gpu_memory_utilization=0.8"])
     assert result.outcome == "oom" and result.steps == 1

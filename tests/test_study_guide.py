@@ -10,7 +10,7 @@ from omegaconf import open_dict
 from verlsweep.study import guide as _guide, space as _space
 from verlsweep.command.compose import compose_config
 from verlsweep.plan import load_calibration
-from verlsweep.plan.calibration import THROUGHPUT_CONSTANTS, Constants
+from verlsweep.plan.predictor.calibration import THROUGHPUT_CONSTANTS, Constants
 
 UTIL = "verl.actor_rollout_ref.rollout.gpu_memory_utilization"
 TP = "verl.actor_rollout_ref.rollout.tensor_model_parallel_size"
@@ -146,7 +146,7 @@ def test_edge_probes_are_ranked_only_where_the_planner_predicts_nothing_to_fit()
         return _guide.Prediction({UTIL: util, TP: tp}, status, tok_s)
 
     edges = [pred(0.7, 1, "edge", 300.0), pred(0.9, 2, "edge", 500.0), pred(0.9, 1, "infeasible", 900.0)]
-    # nothing predicted to fit: the best edge probes, never a vetoed config (verlsweep/plan/band.py)
+    # nothing predicted to fit: the best edge probes, never a vetoed config (verlsweep/plan/predictor/band.py)
     assert _guide.rank(edges, sp, top_k=3) == [{UTIL: 0.9, TP: 2}, {UTIL: 0.7, TP: 1}]
     assert _guide.prior(edges, sp)({UTIL: 0.9, TP: 2}) == 500.0
     with_fit = [*edges, pred(0.5, 1, "ok", 100.0)]
@@ -172,15 +172,15 @@ def test_each_candidates_inputs_are_those_of_its_own_composed_config_interpolati
 
 
 def test_an_error_draws_tokens_per_s_is_what_the_whole_planner_predicts_under_that_calibration():
-    from verlsweep.plan import plan
-    from verlsweep.plan.verdict import tok_s_under
+    from verlsweep.plan import predict
+    from verlsweep.plan.predictor.verdict import tok_s_under
 
     cfg = compose_config(["hardware=a3_64g", "model=qwen3_8b", "algorithm=grpo"])
     sp = _space_of(SPACE)
     planned = _guide.plan_inputs(cfg, sp, _guide.candidates(sp)[::17])
     for drawn in _guide.error_draws(planned.calibration, 3, 0.2, seed=1):
         for inp in planned.inputs:
-            assert tok_s_under(inp, plan(inp, planned.calibration), drawn) == plan(inp, drawn).tok_s
+            assert tok_s_under(inp, predict(inp, planned.calibration), drawn) == predict(inp, drawn).tok_s
 
 
 def test_a_repeated_guide_reads_its_predictions_back_and_another_input_predicts_anew(tmp_path, monkeypatch):

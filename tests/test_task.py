@@ -15,7 +15,7 @@ from verlsweep import task
 from verlsweep.command.compose import compose_config
 from verlsweep.common.errors import ConfigError
 from verlsweep.common.result import TrialResult
-from verlsweep.plan import verdict as verdict_mod
+from verlsweep.plan.predictor import verdict as verdict_mod
 from verlsweep.trial.runners.estimate import EstimateRunner
 
 ESTIMATE = ["hardware=a2_64g", "algorithm=remax", "runner=estimate", "validate.verl=false", "tracking.enabled=false",
@@ -48,8 +48,8 @@ def job(tmp_path: Path) -> Iterator:
 @pytest.fixture
 def plans(monkeypatch) -> list[object]:
     calls: list[object] = []
-    real = verdict_mod.plan
-    monkeypatch.setattr(verdict_mod, "plan", lambda inp, cal: calls.append(inp) or real(inp, cal))
+    real = verdict_mod.predict
+    monkeypatch.setattr(verdict_mod, "predict", lambda inp, cal: calls.append(inp) or real(inp, cal))
     return calls
 
 

@@ -1,4 +1,4 @@
-"""The trainer trace (verlsweep.plan.trainer_trace) on a tiny Qwen3: exact state bytes, an activation range,
+"""The trainer trace (verlsweep.plan.trace.trainer_trace) on a tiny Qwen3: exact state bytes, an activation range,
 checkpointing and offload as the planner applies them, the disk cache and the fallback to the formula."""
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ import pytest
 
 from verlsweep.command.compose import compose_config
 from verlsweep.common.names import GIB
-from verlsweep.plan import traced_terms
-from verlsweep.plan.calibration import load
-from verlsweep.plan.inputs import from_cfg
-from verlsweep.plan.lengths import worst_lengths
-from verlsweep.plan.trainer_memory import micro_tokens, trainer_phases
-from verlsweep.plan.trainer_trace import PassSpec, TraceError, trace_pass, trace_states
-from verlsweep.plan.verdict import plan
+from verlsweep.plan.predictor import traced_terms
+from verlsweep.plan.predictor.calibration import load
+from verlsweep.plan.predictor.inputs import from_cfg
+from verlsweep.plan.predictor.lengths import worst_lengths
+from verlsweep.plan.predictor.trainer_memory import micro_tokens, trainer_phases
+from verlsweep.plan.trace.trainer_trace import PassSpec, TraceError, trace_pass, trace_states
+from verlsweep.plan.predictor.verdict import predict
 
 H, L, HEADS, KV, HD, INTER, VOCAB = 64, 2, 4, 2, 16, 128, 512
 TINY = {"model_type": "qwen3", "hidden_size": H, "num_hidden_layers": L, "num_attention_heads": HEADS,
@@ -116,15 +116,15 @@ def test_the_planner_takes_traced_activations_and_keeps_exact_states_where_offlo
     assert update["traced activations"] * GIB == pytest.approx(
         traced.work_bytes * tokens / traced_terms.grid_tokens(tokens))
     assert "activations" not in update and "logits" not in update
-    assert plan(inp, load()).trainer == "traced"
+    assert predict(inp, load()).trainer == "traced"
 
 
 def test_without_a_model_type_or_with_a_failing_trace_the_planner_says_it_used_the_formula():
     inp = _tiny_inputs()
     unknown = replace(inp, model=replace(inp.model, hf_config=None))
-    assert "no Hugging Face config" in plan(unknown, load()).trainer
+    assert "no Hugging Face config" in predict(unknown, load()).trainer
     broken = replace(inp, model=replace(inp.model, hf_config=json.dumps({**TINY, "model_type": "no_such_model"})))
-    verdict = plan(broken, load())
+    verdict = predict(broken, load())
     assert verdict.trainer.startswith("analytic (the trace failed")
     assert "activations" in verdict.checks["actor_update"].trainer       # the analytic terms
 

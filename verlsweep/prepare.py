@@ -2,7 +2,7 @@
 
     prepared = prepare(cfg)                 # ConfigError (problems name the keys) before anything launches
     prepared.command                        # the validated verl argv + env (command.compose.Command)
-    prepared.plan                           # the planner's verdict, computed here and nowhere else
+    prepared.clearance                      # the planner's verdict, computed here and nowhere else
     prepared.runner.run(prepared.spec, reporter, env)   # runners get typed pieces, never the config
     prepared.launch_script()                # best_launch.sh's body (command.launch_script)
 
@@ -24,9 +24,9 @@ from verlsweep.command.compose import Command, build_command
 from verlsweep.command.launch_script import render_script, script_defaults
 from verlsweep.command.overrides import flatten
 from verlsweep.common.labels import trial_label
-from verlsweep.plan import ray_demand
+from verlsweep.plan.predictor import ray_demand
 from verlsweep.trial.runners import get_runner
-from verlsweep.trial.runners.base import Hardware, Limits, Objective, Plan, Runner, RunSpec
+from verlsweep.trial.runners.base import Clearance, Hardware, Limits, Objective, Runner, RunSpec
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class PreparedTrial:
     cfg: DictConfig                    # the composed config: tracking (TrialRun.start) reads its tags from it
     command: Command
     runner: Runner
-    spec: RunSpec                      # what the runner reads (command, plan, objective, limits, ...)
+    spec: RunSpec                      # what the runner reads (command, clearance, objective, limits, ...)
     monitoring: Monitoring
     knobs: Mapping[str, Any]           # verl./env. keys this job overrides -> composed values (MLflow params)
     name: str                          # the MLflow run's name: `t07 util=0.90 tp=2`, else trial.name
@@ -57,8 +57,8 @@ class PreparedTrial:
     dry: bool = False
 
     @property
-    def plan(self) -> Plan:
-        return self.spec.plan
+    def clearance(self) -> Clearance:
+        return self.spec.clearance
 
     @property
     def runs_here(self) -> bool:
@@ -79,10 +79,10 @@ def prepare(cfg: DictConfig, *, dry: bool = False, overrides: list[str] | None =
     paths, a bad CPU count) before anything starts."""
     runner = get_runner(str(cfg.runner.name))
     command = build_command(cfg, require_paths=runner.needs_files and not dry)
-    plan = plan_trial(cfg, local=runner.needs_files)
     jobs = knobs_mod.job_overrides() if overrides is None else overrides
     spec = RunSpec(
-        command=command, runner=runner.name, plan=plan, objective=objective(cfg), limits=limits(cfg),
+        command=command, runner=runner.name, clearance=clearance(cfg, local=runner.needs_files),
+        objective=objective(cfg), limits=limits(cfg),
         hardware=hardware(cfg), steps=int(cfg.trial.steps), trial_number=_int(cfg.trial.get("number")),
         options=_plain(cfg.runner), verl=flatten(cfg.verl),
         knobs=tuple(knobs_mod.knobs(cfg, jobs, prefixes=("verl.",))),
@@ -99,12 +99,12 @@ def prepare(cfg: DictConfig, *, dry: bool = False, overrides: list[str] | None =
     )
 
 
-def plan_trial(cfg: DictConfig, *, local: bool) -> Plan:
-    """The planner on one trial: the HBM verdict (plan_cfg, one call) and verl's Ray CPU demand. `local`:
+def clearance(cfg: DictConfig, *, local: bool) -> Clearance:
+    """The planner on one trial: the HBM verdict (predict_cfg, one call) and verl's Ray CPU demand. `local`:
     the trial's Ray runs on this machine, so its CPUs count when the config states none. Logs nothing:
     task.run logs the verdict where it used to be planned (a dry run prints its own lines)."""
     try:
-        memory: planner.Verdict | None = planner.plan_cfg(cfg)
+        memory: planner.Verdict | None = planner.predict_cfg(cfg)
         unplannable = None
     except planner.NotPlannable as exc:
         memory, unplannable = None, str(exc)
@@ -113,7 +113,7 @@ def plan_trial(cfg: DictConfig, *, local: bool) -> Plan:
     if not stated and local:
         cpus = ray_demand.check(cfg, local=True)        # this machine's
     enforce = bool((cfg.get("plan") or {}).get("enforce", True))
-    return Plan(planner.Preflight(memory, cpus), enforce=enforce, unplannable=unplannable, cpus_stated=stated)
+    return Clearance(planner.Preflight(memory, cpus), enforce=enforce, unplannable=unplannable, cpus_stated=stated)
 
 
 # ---- the config's pieces, typed (each read here and nowhere else)
@@ -168,4 +168,4 @@ def _plain(node: Any) -> dict[str, Any]:
     return OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else dict(node or {})
 
 
-__all__ = ["Monitoring", "PreparedTrial", "hardware", "limits", "monitoring", "objective", "plan_trial", "prepare"]
+__all__ = ["Monitoring", "PreparedTrial", "hardware", "limits", "monitoring", "objective", "clearance", "prepare"]

@@ -29,7 +29,7 @@ from verlsweep.common.files import write_atomic
 from verlsweep.common.result import TrialResult
 from verlsweep.common import slurm
 from verlsweep.prepare import PreparedTrial, prepare
-from verlsweep.trial.runners import Plan, RunDetails
+from verlsweep.trial.runners import Clearance, RunDetails
 from verlsweep.tracking.system_metrics import DevicePeak, TrialMonitor
 from verlsweep.trial import devices
 from verlsweep.tracking.mlflow_runs import TrialRun, redact_env
@@ -61,11 +61,11 @@ def _verdict_line(prepared: PreparedTrial) -> str:
     """The planner's HBM verdict, said to be about the hardware profile's devices (a dry run often runs
     on a laptop for a node)."""
     about = f"hardware={prepared.spec.hardware.name}, predicted"
-    plan = prepared.plan
-    if plan.memory is None:
-        return f"({about}) no prediction ({plan.unplannable})"
-    blocked = BLOCKED if plan.enforce and not plan.memory.feasible else ""
-    return f"({about}) {plan.memory.summary()}{blocked}"
+    clearance = prepared.clearance
+    if clearance.memory is None:
+        return f"({about}) no prediction ({clearance.unplannable})"
+    blocked = BLOCKED if clearance.enforce and not clearance.memory.feasible else ""
+    return f"({about}) {clearance.memory.summary()}{blocked}"
 
 
 def _cpu_line(prepared: PreparedTrial) -> str:
@@ -74,12 +74,12 @@ def _cpu_line(prepared: PreparedTrial) -> str:
     verdict. Otherwise only this machine's CPUs are known (checked only when the trial's Ray would run
     here), and a dry run may be on a laptop for a node: say so rather than call the node's profile
     infeasible."""
-    plan = prepared.plan
-    cpus = plan.preflight.cpus
+    clearance = prepared.clearance
+    cpus = clearance.preflight.cpus
     if cpus is None:
         return ""
-    if plan.cpus_stated:
-        blocked = not cpus.ok and plan.enforce
+    if clearance.cpus_stated:
+        blocked = not cpus.ok and clearance.enforce
         return (f"# planner Ray CPUs (hardware={prepared.spec.hardware.name}, as stated): "
                 f"{'ok' if cpus.ok else 'infeasible'}: {cpus.message()}" + (BLOCKED if blocked else "") + "\n")
     host = os.uname().nodename
@@ -146,12 +146,12 @@ def run(cfg: DictConfig) -> Any:
     reporter = study_link.reporter_for(cfg)
     # where a later sweep finds this trial's files (result.json, processes.json) if this sweep dies
     reporter.record(JOB_DIR_ATTR, str(out.resolve()))
-    edge = prepared.plan.memory is not None and prepared.plan.memory.edge_probe
+    edge = prepared.clearance.memory is not None and prepared.clearance.memory.edge_probe
     tracked = _start_tracking(cfg, prepared.knobs, edge_probe=edge) if prepared.tracking else None
     if tracked is not None:
         reporter.record(RUN_ID_ATTR, tracked.run_id)
     _write_command(prepared.command, out)
-    _log_plan(prepared.plan)
+    _log_clearance(prepared.clearance)
     result = refusal(prepared)
     refused = result is not None
     details, peak = None, None
@@ -179,8 +179,8 @@ def run(cfg: DictConfig) -> Any:
         raise
     if tracked is not None:
         result.run_id = tracked.run_id
-    if prepared.plan.memory is not None:          # the report sets predictions next to measurements
-        result.predicted = prepared.plan.memory.metrics()
+    if prepared.clearance.memory is not None:     # the report sets predictions next to measurements
+        result.predicted = prepared.clearance.memory.metrics()
     _write_result(result, out)
     crashpoint.reached("trial_ended")
     _finish(tracked, result, details, out, metric, device_peak=peak)
@@ -197,24 +197,24 @@ def refusal(prepared: PreparedTrial) -> TrialResult | None:
     """The planner's verdict before launch: predicted infeasible (HBM, or fewer Ray CPUs than verl
     reserves) under `plan.enforce` becomes the trial's outcome `infeasible` (a constraint violation for
     the sweeper), nothing launched."""
-    preflight = prepared.plan.preflight
+    preflight = prepared.clearance.preflight
     if preflight.feasible:
         return None
-    if not prepared.plan.blocks_launch:
+    if not prepared.clearance.blocks_launch:
         log.warning("planner predicts infeasible (plan.enforce=false, launching anyway): %s", preflight.reason)
         return None
     return TrialResult("infeasible", predicted_peak_gb=preflight.predicted_peak_gb, excerpt=preflight.reason,
                        backend=prepared.runner.name)
 
 
-def _log_plan(plan: Plan) -> None:
+def _log_clearance(clearance: Clearance) -> None:
     """The planner's verdict in the job's log, as plan.preflight logs it."""
-    if plan.memory is not None:
-        log.info("planner: %s", plan.memory.summary())
+    if clearance.memory is not None:
+        log.info("planner: %s", clearance.memory.summary())
     else:
-        log.info("planner: no prediction (%s)", plan.unplannable)
-    if plan.preflight.cpus is not None:
-        log.info("planner: %s", plan.preflight.cpus.message())
+        log.info("planner: no prediction (%s)", clearance.unplannable)
+    if clearance.preflight.cpus is not None:
+        log.info("planner: %s", clearance.preflight.cpus.message())
 
 
 # ---- tracking around the runner

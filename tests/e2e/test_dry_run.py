@@ -112,17 +112,17 @@ def site_dir(root: Path) -> Path:
 def test_a_hardware_profile_and_a_model_from_a_dir_outside_the_checkout_dry_run(tmp_path, monkeypatch, how):
     from verlsweep.command.compose import compose_config
     from verlsweep.common.names import CONFIG_PATH_ENV
-    from verlsweep.plan.inputs import from_cfg
-    from verlsweep.plan.verdict import plan_cfg
+    from verlsweep.plan.predictor.inputs import from_cfg
+    from verlsweep.plan.predictor.verdict import predict_cfg
 
     site = site_dir(tmp_path)
     assert REPO not in site.parents
     picks = ["hardware=lab_l40s", "model=llama3_2_1b"]
     monkeypatch.setenv(CONFIG_PATH_ENV, str(site))
     cfg = compose_config(picks)
-    expected = plan_cfg(cfg).summary()         # what the planner makes of the site's numbers
+    expected = predict_cfg(cfg).summary()         # what the planner makes of the site's numbers
     assert from_cfg(cfg).model.params == 1.236e9 and from_cfg(cfg).hardware.world == 4
-    assert expected != plan_cfg(compose_config(["hardware=lab_l40s", "model=qwen3_0_6b"])).summary()
+    assert expected != predict_cfg(compose_config(["hardware=lab_l40s", "model=qwen3_0_6b"])).summary()
     monkeypatch.delenv(CONFIG_PATH_ENV)
 
     where = {"VERLSWEEP_CONFIG_PATH": [], "hydra.searchpath": [f"hydra.searchpath=[file://{site}]"],

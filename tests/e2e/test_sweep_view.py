@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow
 
 N_TRIALS = 8
 # a proposal that repeats a measured config is a `reused tNN` run; whether TPE makes one varies
-# an edge probe (launched inside the planner's error band, verlsweep.plan.band) says so after the knobs
+# an edge probe (launched inside the planner's error band, verlsweep.plan.predictor.band) says so after the knobs
 CHILD_NAME = re.compile(r"^t\d\d (completed|oom|infeasible|pruned|reused t\d\d) util=\d\.\d\d tp=\d off=[-a-z,]+"
                         r"( edge probe)?$")
 needs_chromium = pytest.mark.skipif(chromium() is None, reason="no chromium (.ci/run installs Debian's)")

@@ -291,7 +291,7 @@ def test_detect_from_a_recorded_file_needs_the_recorded_nodes_host_memory(tmp_pa
     text = (tmp_path / "conf" / "hardware" / "lab_a2.yaml").read_text()
     assert yaml.safe_load(text)["hardware"]["host_memory_gb"] == 1510
     assert "host_memory_gb: 1510 from recorded `free -g` output free.txt" in text
-    assert "measured by npu-smi" in text and "assumed from verlsweep.plan.detect.KNOWN_CHIPS" in text
+    assert "measured by npu-smi" in text and "assumed from verlsweep.plan.cli.detect.KNOWN_CHIPS" in text
 
     given = detect(tmp_path, smi, "--host-memory-gb", "768", "--force")
     assert given.returncode == 0, given.stderr

@@ -30,7 +30,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from verlsweep.command import config_store
 from verlsweep.common.result import TrialResult
-from verlsweep.plan.inputs import params_b
+from verlsweep.plan.predictor.inputs import params_b
 from verlsweep.study_link import reporter_for
 
 config_store.register()

@@ -22,7 +22,8 @@ MLFLOW_URI_ENV = "MLFLOW_TRACKING_URI"
 PEAK_MEMORY_METRIC = "actor/perf/max_memory_allocated_gb"
 
 # plan.trainer: where the planner's trainer activations come from (checked by verlsweep.command.rules,
-# read by verlsweep.plan.inputs): traced from the model code (verlsweep.plan.trainer_trace) or the formula.
+# read by verlsweep.plan.predictor.inputs): traced from the model code (verlsweep.plan.trace.trainer_trace) or
+# the formula.
 PLAN_TRAINERS = ("traced", "analytic")
 
 # Files in a trial dir.
@@ -56,7 +57,7 @@ OVER_BUDGET_ATTR = "verlsweep.over_budget"     # trial system attr: asked beyond
 N_TRIALS_ATTR = "verlsweep.n_trials"           # study user attr: the study's total trial budget
 PREDICTED_ATTR = "predicted"                   # trial user attr: the planner's numbers (plan/...)
 # a trial the planner predicts not to fit but launches because it fits inside its error band
-# (verlsweep.plan.band): the word in its terminal line and MLflow run name, its tag and plan/ metric
+# (verlsweep.plan.predictor.band): the word in its terminal line and MLflow run name, its tag and plan/ metric
 EDGE_PROBE = "edge probe"
 EDGE_PROBE_TAG = "plan.edge_probe"
 EDGE_PROBE_METRIC = "plan/edge_probe"
@@ -71,6 +72,6 @@ RULED_OUT_ATTR = "ruled_out_by"                # trial user attr: the trial whos
 PROVEN_FIT_ATTR = "proven_fit_by"              # trial user attr: the trial whose fit proves this one fits
 RULED_OUT_RULE_ATTR = "ruled_out_rule"         # trial user attr: the verlsweep.infer.rules rule that proves it
 
-# the planner's statuses predicted to fit (verlsweep.plan.verdict); `edge` is launched, `infeasible` vetoed.
+# the planner's statuses predicted to fit (verlsweep.plan.predictor.verdict); `edge` is launched, `infeasible` vetoed.
 # Here so that the guide, which imports the plan package lazily, reads the same tuple.
 FITS = ("ok", "tight")

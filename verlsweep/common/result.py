@@ -26,7 +26,7 @@ CONSTRAINT_OUTCOMES: frozenset[str] = frozenset({"oom", "infeasible", "unschedul
 # request; rollout_wake: re-mapping the KV cache for a rollout next to what the trainer keeps on the
 # device; training: the trainer's own allocation (model load, log-prob, actor update)
 FAILURE_PHASES: tuple[str, ...] = ("vllm_start", "kv_cache", "rollout_wake", "training")
-# Where a run that one of the planner's checks stops fails (verlsweep/plan/memory.py ORDER); host memory
+# Where a run that one of the planner's checks stops fails (verlsweep/plan/predictor/memory.py ORDER); host memory
 # is not device memory: no phase.
 PLAN_CHECK_PHASES: dict[str, str] = {
     "vllm_start": "vllm_start", "kv_cache": "kv_cache", "rollout": "rollout_wake",

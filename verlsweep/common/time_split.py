@@ -14,7 +14,7 @@ PHASES = ("gen", "old_log_prob", "ref", "values", "update_critic", "update_actor
 OTHER = "other"
 METRIC = "timing_s/"
 PREDICTED = "plan/time_s/"
-# planner components (verlsweep.plan.throughput) that verl counts inside one of its phases: ReMax's
+# planner components (verlsweep.plan.predictor.throughput) that verl counts inside one of its phases: ReMax's
 # greedy baseline generation is part of gen, host-side Adam part of the actor update
 _INSIDE = {"gen_baseline": "gen", "host_adam": "update_actor"}
 

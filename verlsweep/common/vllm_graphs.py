@@ -1,4 +1,4 @@
-"""vLLM's graph capture sizes: the planner sizes graph pools by them (verlsweep.plan.inputs) and the
+"""vLLM's graph capture sizes: the planner sizes graph pools by them (verlsweep.plan.predictor.inputs) and the
 throughput space captures up to a swept largest batch (verlsweep.command.resolvers.capture_sizes)."""
 from __future__ import annotations
 

@@ -5,18 +5,20 @@
     if blocks_launch(cfg, verdict):   # infeasible (memory beyond plan.margin_gb, or Ray CPUs) and plan.enforce
         ...                           # outcome `infeasible`, nothing launched
 
-Modules: inputs (config -> numbers: trial_spec's dataclasses, verl_config's verl defaults), memory
-(HBM per phase, host RAM; trainer_memory: one FSDP role's share), ray_demand (verl's Ray CPUs),
-throughput (roofline), calibration (constants + known points, one YAML), verdict (the prediction),
-table / detect / refit (the `python -m verlsweep.plan` subcommands).
+Subpackages, one per mechanism; each imports only the ones before it (tests/test_layout.py checks it):
+
+    trace      the trainer's memory traced from the transformers model on fake tensors, cached on disk
+    predictor  config -> numbers (inputs), HBM per phase, tokens/s, Ray CPUs, the verdict; the constants
+               (calibration.yaml beside this file); asks trace for the trainer's terms
+    fit        the constants fitted to measurements (known points, MLflow trials) and to traces
+    cli        `python -m verlsweep.plan`: the table, detect, refit
 
 May import: verlsweep.common, verlsweep.command (to compose a config). Never the trial process,
 tracking or the sweeper.
 """
-from verlsweep.plan.inputs import from_cfg
-from verlsweep.plan.trial_spec import NotPlannable, PlanInputs
-from verlsweep.plan.verdict import Preflight, Verdict, blocks_launch, load_calibration, plan, plan_cfg, preflight
+from verlsweep.plan.predictor import (NotPlannable, PlanInputs, Preflight, Verdict, blocks_launch, from_cfg,
+                                      load_calibration, predict, predict_cfg, preflight)
 
 
 __all__ = ["NotPlannable", "PlanInputs", "Preflight", "Verdict", "blocks_launch", "from_cfg", "load_calibration",
-           "plan", "plan_cfg", "preflight"]
+           "predict", "predict_cfg", "preflight"]

@@ -23,7 +23,7 @@ PHASE_TEXT = {
     "training": "training OOM",
 }
 
-# The planner writes its binding constraint first in a verdict's reason (verlsweep/plan/memory.py ORDER,
+# The planner writes its binding constraint first in a verdict's reason (verlsweep/plan/predictor/memory.py ORDER,
 # Check.message): `rollout: need 61.5 GiB of 60.7 ... - why`. Which phase each one is.
 _BINDING = re.compile(r"^\s*(\w+): need [\d.]+ GiB of [\d.]+.*?(?: - (.*))?$", re.MULTILINE)
 

@@ -138,7 +138,7 @@ def rank(predictions: Sequence[Prediction], space: SearchSpace, top_k: int) -> l
 
 def error_draws(cal: Any, draws: int, error: float, seed: int) -> list[Any]:
     """`draws` calibrations around `cal`: each throughput constant scaled by its own U(1-error, 1+error)."""
-    from verlsweep.plan.calibration import THROUGHPUT_CONSTANTS
+    from verlsweep.plan.predictor.calibration import THROUGHPUT_CONSTANTS
 
     rng = random.Random(seed)
     out = []
@@ -212,7 +212,7 @@ def plan_inputs(config: DictConfig, space: SearchSpace, params_list: Sequence[di
     are config keys are set on a copy of the task's config; a swept config group needs `compose` (the
     sweeper's config loader)."""
     from verlsweep.plan import NotPlannable, load_calibration
-    from verlsweep.plan.inputs import READ, from_cfg, from_tree, plain, tree_of
+    from verlsweep.plan.predictor.inputs import READ, from_cfg, from_tree, plain, tree_of
 
     base = OmegaConf.create(OmegaConf.to_container(config, resolve=False))
     with read_write(base), open_dict(base):
@@ -254,10 +254,10 @@ def plan_inputs(config: DictConfig, space: SearchSpace, params_list: Sequence[di
 def predict(planned: Planned, draws: int = 0, error: float = 0.0, seed: int = 0) -> list[Prediction]:
     """The planner's verdict for each candidate, and with `draws` > 0 how often it is the best feasible
     one under calibrations drawn around the planner's (error_draws)."""
-    from verlsweep.plan import plan
-    from verlsweep.plan.verdict import tok_s_under
+    from verlsweep.plan import predict
+    from verlsweep.plan.predictor.verdict import tok_s_under
 
-    verdicts = [plan(inp, planned.calibration) for inp in planned.inputs]  # from_cfg has raised NotPlannable if any
+    verdicts = [predict(inp, planned.calibration) for inp in planned.inputs]  # from_cfg has raised NotPlannable if any
     out = [Prediction(params, v.status, v.tok_s) for params, v in zip(planned.params, verdicts)]
     feasible = ranked(out)
     if draws <= 0 or not feasible:
@@ -310,7 +310,7 @@ def prediction_cache_path(planned: Planned, draws: int, error: float, seed: int)
 @lru_cache(maxsize=1)
 def _planner_code_digest() -> str:
     """The planner's sources and constants, this module, and the torch and transformers whose model code
-    traced trainer memory comes from (verlsweep.plan.trace_cache): another version predicts anew."""
+    traced trainer memory comes from (verlsweep.plan.trace.cache): another version predicts anew."""
     digest = hashlib.sha256(" ".join(f"{d} {disk_cache.installed(d)}" for d in ("torch", "transformers")).encode())
     package = Path(__file__).resolve().parents[1]
     disk_cache.add_files(digest, package, [*sorted((package / "plan").glob("*.py")),

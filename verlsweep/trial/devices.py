@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Mapping, Protocol
 
 from verlsweep.common.names import GIB, MIB
-from verlsweep.plan.detect import parse_npu_smi, parse_npu_smi_processes
+from verlsweep.plan.cli.detect import parse_npu_smi, parse_npu_smi_processes
 
 log = logging.getLogger(__name__)
 

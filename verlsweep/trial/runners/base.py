@@ -4,7 +4,7 @@
     out = runner.run(spec, reporter, env)           # -> RunOutput(result, details)
 
   spec      the prepared trial's RunSpec (verlsweep.prepare builds it once from the composed config):
-            the validated Command (argv + the hardware's env), the planner's Plan, the objective, the
+            the validated Command (argv + the hardware's env), the planner's Clearance, the objective, the
             limits, the hardware and the runner's own options; runners never read the config itself,
   reporter  the sweeper's StepReporter (NullReporter in a single run): `report(step, value)` for each
             step's objective value as it arrives; True means stop now -> outcome `pruned`,
@@ -61,8 +61,9 @@ class Hardware:
 
 
 @dataclass(frozen=True)
-class Plan:
-    """The planner's say on one trial, computed once before it launches (verlsweep.prepare)."""
+class Clearance:
+    """The planner's say on one trial, computed once before it launches (verlsweep.prepare): its preflight
+    and whether that stops the launch."""
 
     preflight: Preflight                  # HBM verdict (None outside what it models) + Ray CPU check
     enforce: bool = True                  # plan.enforce: an infeasible prediction stops the launch
@@ -85,7 +86,7 @@ class RunSpec:
 
     command: Command
     runner: str                           # runner.name
-    plan: Plan
+    clearance: Clearance
     objective: Objective = Objective()
     limits: Limits = Limits()
     hardware: Hardware = Hardware()

@@ -6,7 +6,7 @@ to $VERL_FILE_LOGGER_PATH in verl's file-logger format and reported to the sweep
 objective aggregated the same way (verlsweep.trial.metrics), and the outcome a real run would end in:
 `completed`, `oom` when the planner predicts a constraint does not fit (with the error text that
 constraint produces in verl/vLLM), `infeasible` when plan.enforce would have stopped it before launch,
-`pruned` when the sweeper says so. The prediction is the prepared trial's (RunSpec.plan): the planner
+`pruned` when the sweeper says so. The prediction is the prepared trial's (RunSpec.clearance): the planner
 ran once, before launch (verlsweep.prepare), and is not asked again here.
 """
 from __future__ import annotations
@@ -50,16 +50,16 @@ class EstimateRunner:
         if unknown:
             raise ConfigError([Problem("objective.metric" if objective.metric in unknown else "objective.extra",
                                        unknown, f"metrics runner=estimate predicts: {', '.join(STEP_METRICS)}")])
-        verdict = spec.plan.memory
+        verdict = spec.clearance.memory
         if verdict is None:
             raise ConfigError([Problem("runner.name", "estimate",
-                                       f"a config the planner models ({spec.plan.unplannable})")])
+                                       f"a config the planner models ({spec.clearance.unplannable})")])
 
         trial_dir = Path(env.get(TRIAL_DIR_ENV) or ".")
         artifacts = [self._write_plan(trial_dir, verdict)]
         step_log = metrics.StepLog()
 
-        if spec.plan.enforce and not verdict.feasible:
+        if spec.clearance.enforce and not verdict.feasible:
             # never ran: nothing measured; the prediction is kept apart from measurements
             return self._done(TrialResult("infeasible", excerpt=verdict.reason, backend=self.name,
                                           predicted_peak_gb=verdict.predicted_peak_gb), started,

@@ -1,9 +1,9 @@
 """Re-fit the analytic trainer formula to traces over a grid of shapes (`python -m verlsweep.plan
 refit --traces`).
 
-The analytic formula (verlsweep.plan.trainer_memory: activations and logits of one micro batch) is the
+The analytic formula (verlsweep.plan.predictor.trainer_memory: activations and logits of one micro batch) is the
 planner's fallback when a trace cannot run (plan.trainer=analytic, no Hugging Face config, a trace past
-its time limit). Its constants are fitted here to what the tracer (verlsweep.plan.trainer_trace)
+its time limit). Its constants are fitted here to what the tracer (verlsweep.plan.trace.trainer_trace)
 measures for every conf/model group on a grid of passes: the actor update with and without gradient
 checkpointing, the old log-prob (forward, entropy) and the ref log-prob (forward, no entropy), each at
 a different micro-batch token count. A sample's number is the pass's work (activations + logits +
@@ -18,8 +18,6 @@ out), so the per-group error is measured on shapes the fit never saw.
 from __future__ import annotations
 
 import json
-import math
-import re
 import statistics
 import time
 from dataclasses import dataclass, replace
@@ -27,8 +25,10 @@ from pathlib import Path
 from typing import Iterable
 
 from verlsweep.common.names import GIB
-from verlsweep.plan.calibration import Calibration, Constants
-from verlsweep.plan.trial_spec import PlanInputs, Role
+from verlsweep.plan.fit import calibration_file, least_squares
+from verlsweep.plan.predictor import calibration
+from verlsweep.plan.predictor.calibration import Calibration, Constants
+from verlsweep.plan.predictor.trial_spec import PlanInputs, Role
 
 # the constants of trainer_memory._activations / _logits the traces inform
 FITTED = ("activation_factor", "logits_bytes", "forward_logits_bytes")
@@ -83,7 +83,7 @@ def role_for(inp: PlanInputs, shape: Shape) -> Role:
 
 
 def _fixed_gb(inp: PlanInputs, role: Role, c: Constants, *, update: bool) -> float:
-    from verlsweep.plan.trainer_memory import analytic_work, states_on_device
+    from verlsweep.plan.predictor.trainer_memory import analytic_work, states_on_device
 
     return (sum(states_on_device(role, update=update).values())
             + analytic_work(inp, role, 0.0, c, update=update)["gathered"])
@@ -93,7 +93,7 @@ def group_inputs(groups: Iterable[str] | None = None) -> dict[str, PlanInputs]:
     """The planner's inputs for each conf/model group (a2_64g, remax: the recipe the planner seeds)."""
     from verlsweep import CONF_DIR
     from verlsweep.command.compose import compose_config
-    from verlsweep.plan.inputs import from_cfg
+    from verlsweep.plan.predictor.inputs import from_cfg
 
     names = list(groups) if groups else sorted(p.stem for p in (CONF_DIR / "model").glob("*.yaml"))
     return {g: replace(from_cfg(compose_config(["hardware=a2_64g", "algorithm=remax", f"model={g}"])),
@@ -103,8 +103,8 @@ def group_inputs(groups: Iterable[str] | None = None) -> dict[str, PlanInputs]:
 def trace_grid(cal: Calibration, groups: Iterable[str] | None = None, shapes: Iterable[Shape] = SHAPES, *,
                limit_s: float = 300.0, log=print) -> list[TraceSample]:
     """Trace every shape for every group (from the disk cache when traced before)."""
-    from verlsweep.plan import trainer_trace
-    from verlsweep.plan.traced_terms import pass_spec
+    from verlsweep.plan.trace import trainer_trace
+    from verlsweep.plan.predictor.traced_terms import pass_spec
 
     out = []
     for group, inp in group_inputs(groups).items():
@@ -127,7 +127,7 @@ def trace_grid(cal: Calibration, groups: Iterable[str] | None = None, shapes: It
 
 def analytic_gb(sample: TraceSample, c: Constants) -> float:
     """The analytic formula's work for the sample's pass: activations + logits."""
-    from verlsweep.plan.trainer_memory import analytic_work
+    from verlsweep.plan.predictor.trainer_memory import analytic_work
 
     terms = analytic_work(sample.inputs, sample.role, sample.shape.tokens, c, update=sample.shape.update)
     return sum(v for k, v in terms.items() if k != "gathered")
@@ -136,21 +136,8 @@ def analytic_gb(sample: TraceSample, c: Constants) -> float:
 def fit_constants(cal: Calibration, samples: list[TraceSample], names: tuple[str, ...] = FITTED,
                   start: Constants | None = None) -> Constants:
     """Least squares of log(analytic / traced) work over the samples, within calibration.yaml's bounds."""
-    from scipy.optimize import least_squares
-
-    start = start or cal.constants
-
-    def build(x) -> Constants:
-        return replace(start, **{n: float(v) for n, v in zip(names, x)})
-
-    def residuals(x) -> list[float]:
-        c = build(x)
-        return [math.log(max(analytic_gb(s, c), 1e-9) / s.traced_gb) for s in samples]
-
-    lo = [cal.bounds.get(n, _BOUNDS)[0] for n in names]
-    hi = [cal.bounds.get(n, _BOUNDS)[1] for n in names]
-    x0 = [min(max(getattr(start, n), a), b) for n, a, b in zip(names, lo, hi)]
-    return build(least_squares(residuals, x0, bounds=(lo, hi), x_scale="jac").x)
+    return least_squares.solve(start or cal.constants, names, samples, analytic_gb, lambda s: s.traced_gb,
+                               bounds=cal.bounds, default_bounds=_BOUNDS)
 
 
 @dataclass(frozen=True)
@@ -216,11 +203,5 @@ def report(cal: Calibration, samples: list[TraceSample], fitted: Constants, log=
 def write_constants(path: Path, fitted: Constants, note: str, names: tuple[str, ...] = FITTED) -> None:
     """Set the fitted values in a calibration YAML in place, keeping its comments, with a comment
     under each value that cites the fit."""
-    text = path.read_text()
-    for name in names:
-        pattern = re.compile(rf"(^  {name}:\n    value: )[^\n]*\n(    # fitted to traces:[^\n]*\n)?", re.M)
-        if not pattern.search(text):
-            raise ValueError(f"{path}: no constant {name!r}")
-        text = pattern.sub(lambda m: f"{m.group(1)}{round(getattr(fitted, name), 4)}\n"
-                                     f"    # fitted to traces: {note}\n", text, count=1)
-    path.write_text(text)
+    calibration_file.write(calibration.load(path), fitted, path, names=names, comment=f"fitted to traces: {note}",
+                           digits=4)

@@ -3,7 +3,7 @@ under torch's FakeTensorMode (shapes and dtypes, no storage, no arithmetic) and 
 0.9.1's FSDP workers run for one micro batch, with every tensor storage that comes alive counted.
 
 What is traced, one device, world size 1 (the planner divides the sharded states by the FSDP group
-analytically, verlsweep.plan.trainer_memory; collectives and Ulysses' all-to-all are not traced):
+analytically, verlsweep.plan.predictor.trainer_memory; collectives and Ulysses' all-to-all are not traced):
 
 * a pass (`trace_pass`): the model in its compute dtype, bf16, as FSDP's MixedPrecision hands it to the
   forward (param_dtype bf16 by default: verl/workers/fsdp_workers.py _build_model_optimizer,
@@ -29,7 +29,7 @@ analytically, verlsweep.plan.trainer_memory; collectives and Ulysses' all-to-all
 
 A trace runs under a time limit (`limit_s`, checked on every operator): one that exceeds it, or a
 model whose code cannot run on fake tensors, raises TraceError and the planner falls back to its
-analytic formula. Results are cached on disk (verlsweep.plan.trace_cache).
+analytic formula. Results are cached on disk (verlsweep.plan.trace.cache).
 """
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from typing import Any, Mapping
 
-from verlsweep.plan import trace_cache
+from verlsweep.plan.trace import cache as trace_cache
 
 TRACER_VERSION = 1
 DEFAULT_LIMIT_S = 120.0

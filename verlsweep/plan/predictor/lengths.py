@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from verlsweep.plan.calibration import Constants
-from verlsweep.plan.trial_spec import PlanInputs
+from verlsweep.plan.predictor.calibration import Constants
+from verlsweep.plan.predictor.trial_spec import PlanInputs
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The trainer side of verlsweep.plan.memory: what one FSDP role (actor, ref, critic) holds on a device,
+"""The trainer side of verlsweep.plan.predictor.memory: what one FSDP role (actor, ref, critic) holds on a device,
 GiB per device. FSDP stores params, grads and Adam's two moments in fsdp_config.model_dtype, sharded
 over the FSDP group, on the device unless offloaded; a pass adds the units FSDP gathers, the
 activations of one micro batch and, for the vocabulary head, its logits (see memory.py's docstring for
@@ -7,10 +7,10 @@ the phases a step goes through).
 from __future__ import annotations
 
 from verlsweep.common.names import GIB
-from verlsweep.plan import traced_terms
-from verlsweep.plan.calibration import Constants
-from verlsweep.plan.lengths import Lengths
-from verlsweep.plan.trial_spec import PlanInputs, Role
+from verlsweep.plan.predictor import traced_terms
+from verlsweep.plan.predictor.calibration import Constants
+from verlsweep.plan.predictor.lengths import Lengths
+from verlsweep.plan.predictor.trial_spec import PlanInputs, Role
 
 
 def _gib(nbytes: float) -> float:
@@ -102,7 +102,7 @@ def _logits(inp: PlanInputs, role: Role, tokens: float, c: Constants, *, backwar
 
 def analytic_work(inp: PlanInputs, role: Role, tokens: float, c: Constants, *, update: bool) -> dict[str, float]:
     """The analytic formula's terms of one micro batch of `tokens`, GiB: what FSDP gathers, the
-    activations and the logits (verlsweep.plan.trace_fit fits the last two to traces). A forward under
+    activations and the logits (verlsweep.plan.fit.trace_fit fits the last two to traces). A forward under
     no_grad frees each layer's activations before the head runs, so it peaks at the larger of the two
     (the trace's peak is in the layers or at the loss, never both); a training pass keeps every saved
     activation alive while the logits and their gradient are."""

@@ -1,8 +1,8 @@
 """What the planner needs from one composed sweep config, read once into plain dataclasses
-(verlsweep.plan.trial_spec).
+(verlsweep.plan.predictor.trial_spec).
 
 Everything comes from the config that would be launched (cfg.hardware, cfg.model, cfg.verl, cfg.env,
-cfg.plan). A verl key the config leaves unset takes verl 0.9.1's own default (verlsweep.plan.verl_config
+cfg.plan). A verl key the config leaves unset takes verl 0.9.1's own default (verlsweep.plan.predictor.verl_config
 VERL_DEFAULTS), so the planner needs neither verl nor torch and plans a grid of variants without
 composing anything again (`dataclasses.replace`).
 """
@@ -17,12 +17,13 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from verlsweep.common.names import PLAN_TRAINERS
-from verlsweep.plan.trial_spec import Hardware, Model, NotPlannable, PlanInputs, Role, Rollout
-from verlsweep.plan.verl_config import (DEFAULT_CUDAGRAPH_MODE, VerlValues,
+from verlsweep.plan.predictor.trial_spec import Hardware, Model, NotPlannable, PlanInputs, Role, Rollout
+from verlsweep.plan.predictor.verl_config import (DEFAULT_CUDAGRAPH_MODE, VerlValues,
                                         default_capture_sizes)
 
 _DTYPE_BYTES = {"fp32": 4, "float32": 4, "bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2}
 _VLLM = "actor_rollout_ref.rollout.engine_kwargs.vllm.compilation_config"
+_ACTOR = "actor_rollout_ref.actor"
 
 
 def _dtype_bytes(value: Any, key: str) -> int:
@@ -154,35 +155,63 @@ def from_cfg(cfg: DictConfig) -> PlanInputs:
 
 
 def from_tree(cfg: Mapping[str, Any]) -> PlanInputs:
-    """Read a sweep config's tree_of. Raises NotPlannable for what the model does not cover (another
-    rollout or training engine, an unknown dtype, a hardware profile missing a number it needs)."""
+    """Read a sweep config's tree_of, one part of the step at a time (the functions below). Raises
+    NotPlannable for what the model does not cover (another rollout or training engine, an unknown dtype,
+    a hardware profile missing a number it needs)."""
     v = VerlValues(cfg)
     hw_node = cfg.get("hardware")
     model_node = cfg.get("model")
     if hw_node is None or model_node is None:
         raise NotPlannable("the config has no hardware/model node")
+    hardware = _hardware(hw_node)
+    strategy = _engines(v)
+    model = _model(model_node)
+    prompt_len, response_len = int(v.get("data.max_prompt_length")), int(v.get("data.max_response_length"))
+    actor = _actor(v, model, hardware.world, strategy)
+    plan = cfg.get("plan") or {}
+    return PlanInputs(
+        hardware=hardware, model=model, rollout=_rollout(v, model, prompt_len, response_len), actor=actor,
+        ref=_ref(v, actor, hardware.world), critic=_critic(v, model, actor, hardware.world),
+        algorithm=str(v.get("algorithm.adv_estimator")),
+        train_batch_size=int(v.get("data.train_batch_size")),
+        mini_batch_size=int(v.get(f"{_ACTOR}.ppo_mini_batch_size")),
+        max_prompt_length=prompt_len, max_response_length=response_len,
+        prompt_tokens=float(plan["prompt_tokens"]) if plan.get("prompt_tokens") else None,
+        response_tokens=float(plan["response_tokens"]) if plan.get("response_tokens") else None,
+        hccl_buffsize_mb=_hccl_buffsize_mb(cfg.get("env") or {}, hardware),
+        margin_gb=float(plan.get("margin_gb", 0.0) or 0.0),
+        legacy_trainer=not bool(v.get("trainer.use_v1")),
+        trainer=_trainer(plan), trace_limit_s=float(plan.get("trace_limit_s") or 120.0),
+    )
+
+
+def _hardware(hw_node: Mapping[str, Any]) -> Hardware:
+    """The hardware profile: every number the planner needs, or NotPlannable naming the missing ones."""
     missing = [f"hardware.{k}" for k in Hardware.__dataclass_fields__ if k not in ("name", "device")
                and hw_node.get(k) is None]
     if missing:
         raise NotPlannable(f"hardware profile {hw_node.get('name')!r} lacks {', '.join(missing)}")
+    return Hardware(
+        name=str(hw_node["name"]), device=str(hw_node["device"]),
+        **{k: (int if k in ("devices_per_node", "nnodes") else float)(hw_node[k])
+           for k in Hardware.__dataclass_fields__ if k not in ("name", "device")},
+    )
 
+
+def _engines(v: VerlValues) -> str:
+    """The training strategy, once the rollout and training engines are ones the planner models."""
     rollout_name = v.get("actor_rollout_ref.rollout.name", "vllm")
     if rollout_name != "vllm":
         raise NotPlannable(f"verl.actor_rollout_ref.rollout.name={rollout_name!r}: the planner models vLLM only")
     strategy = str(v.get("actor_rollout_ref.actor.strategy"))
     if strategy not in ("fsdp", "fsdp2"):
         raise NotPlannable(f"verl.actor_rollout_ref.actor.strategy={strategy!r}: the planner models fsdp/fsdp2")
+    return strategy
 
-    hardware = Hardware(
-        name=str(hw_node["name"]), device=str(hw_node["device"]),
-        **{k: (int if k in ("devices_per_node", "nnodes") else float)(hw_node[k])
-           for k in Hardware.__dataclass_fields__ if k not in ("name", "device")},
-    )
-    model = _model(model_node)
-    world = hardware.world
-    prompt_len = int(v.get("data.max_prompt_length"))
-    response_len = int(v.get("data.max_response_length"))
 
+
+def _rollout(v: VerlValues, model: Model, prompt_len: int, response_len: int) -> Rollout:
+    """vLLM's engine: its share of HBM, batch limits, graph capture."""
     max_num_seqs = int(v.get("actor_rollout_ref.rollout.max_num_seqs"))
     sizes = _sizes(v.get(f"{_VLLM}.cudagraph_capture_sizes")) or _sizes(
         v.get("actor_rollout_ref.rollout.cudagraph_capture_sizes")) or default_capture_sizes(max_num_seqs)
@@ -190,7 +219,7 @@ def from_tree(cfg: Mapping[str, Any]) -> PlanInputs:
     # (vllm_async_server.py _validate_configs); without that number, prompt + response is assumed.
     max_model_len = v.get("actor_rollout_ref.rollout.max_model_len") or model.max_position_embeddings \
         or prompt_len + response_len
-    rollout = Rollout(
+    return Rollout(
         tp=int(v.get("actor_rollout_ref.rollout.tensor_model_parallel_size")),
         util=float(v.get("actor_rollout_ref.rollout.gpu_memory_utilization")),
         n=int(v.get("actor_rollout_ref.rollout.n")),
@@ -203,16 +232,11 @@ def from_tree(cfg: Mapping[str, Any]) -> PlanInputs:
         capture_sizes=sizes,
     )
 
-    a = "actor_rollout_ref.actor"
-    actor_dynamic = bool(v.get(f"{a}.use_dynamic_bsz"))
-    actor_max_tok = int(v.get(f"{a}.ppo_max_token_len_per_gpu"))
-    entropy_kwargs = dict(
-        entropy_chunking=bool(v.get(f"{a}.entropy_from_logits_with_chunking")),
-        entropy_checkpointing=bool(v.get(f"{a}.entropy_checkpointing")),
-        entropy_chunk=int(v.get(f"{a}.entropy_from_logits_chunk_size")),
-    )
-    lora = int(v.get("actor_rollout_ref.model.lora_rank") or 0) > 0
-    actor = Role(
+
+def _actor(v: VerlValues, model: Model, world: int, strategy: str) -> Role:
+    """The actor's FSDP role: its update, and the old log-prob it computes with the rollout's budget."""
+    a = _ACTOR
+    return Role(
         name="actor", params=model.params,
         dtype_bytes=_dtype_bytes(v.get(f"{a}.fsdp_config.model_dtype"), f"verl.{a}.fsdp_config.model_dtype"),
         shard=_shard(v.get(f"{a}.fsdp_config.fsdp_size"), world), strategy=strategy,
@@ -220,7 +244,8 @@ def from_tree(cfg: Mapping[str, Any]) -> PlanInputs:
         optimizer_offload=bool(v.get(f"{a}.fsdp_config.optimizer_offload")),
         # CPUOffloadPolicy is FSDP2-only (verl/workers/engine/fsdp/transformer_impl.py)
         offload_policy=strategy == "fsdp2" and bool(v.get(f"{a}.fsdp_config.offload_policy")),
-        trains=True, sp=_actor_sp(v), dynamic_bsz=actor_dynamic, max_token_len=actor_max_tok,
+        trains=True, sp=_actor_sp(v), dynamic_bsz=bool(v.get(f"{a}.use_dynamic_bsz")),
+        max_token_len=int(v.get(f"{a}.ppo_max_token_len_per_gpu")),
         micro_batch=v.get(f"{a}.ppo_micro_batch_size_per_gpu"),
         forward_max_token_len=int(v.first("actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu",
                                           f"{a}.ppo_max_token_len_per_gpu")),
@@ -228,70 +253,66 @@ def from_tree(cfg: Mapping[str, Any]) -> PlanInputs:
         grad_ckpt=bool(v.get("actor_rollout_ref.model.enable_gradient_checkpointing")),
         vocab_head=True,
         entropy_in_update=bool(v.get(f"{a}.calculate_entropy")) or float(v.get(f"{a}.entropy_coeff") or 0) != 0,
-        epochs=int(v.get(f"{a}.ppo_epochs")), lora=lora, **entropy_kwargs,
+        epochs=int(v.get(f"{a}.ppo_epochs")), lora=int(v.get("actor_rollout_ref.model.lora_rank") or 0) > 0,
+        entropy_chunking=bool(v.get(f"{a}.entropy_from_logits_with_chunking")),
+        entropy_checkpointing=bool(v.get(f"{a}.entropy_checkpointing")),
+        entropy_chunk=int(v.get(f"{a}.entropy_from_logits_chunk_size")),
     )
 
-    ref = None
-    if _need_ref(v) and not lora:   # with LoRA the ref is the actor with adapters disabled
-        r = "actor_rollout_ref.ref"
-        ref_strategy = str(v.get(f"{r}.strategy", strategy))
-        ref_sp = int(v.get(f"{r}.fsdp_config.ulysses_sequence_parallel_size") or 1)
-        ref = replace(
-            actor, name="ref",
-            dtype_bytes=_dtype_bytes(v.get(f"{r}.fsdp_config.model_dtype"), f"verl.{r}.fsdp_config.model_dtype"),
-            shard=_shard(v.get(f"{r}.fsdp_config.fsdp_size", -1), world), strategy=ref_strategy,
-            # verl 0.9.1 always keeps a forward-only model on the host (FSDP1 CPUOffload / FSDP2
-            # CPUOffloadPolicy, transformer_impl.py), whatever ref.fsdp_config.param_offload says.
-            param_offload=True, optimizer_offload=True, offload_policy=True, trains=False,
-            sp=ref_sp if ref_sp > 1 else actor.sp,
-            forward_max_token_len=int(v.first(f"{r}.log_prob_max_token_len_per_gpu",
-                                              "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu",
-                                              f"{a}.ppo_max_token_len_per_gpu")),
-            forward_micro_batch=v.get(f"{r}.log_prob_micro_batch_size_per_gpu"),
-            entropy_chunking=bool(v.get(f"{r}.entropy_from_logits_with_chunking",
-                                        entropy_kwargs["entropy_chunking"])),
-        )
 
-    critic = None
-    if _need_critic(v):
-        c = "critic"
-        c_strategy = str(v.get(f"{c}.strategy", strategy))
-        c_dynamic = bool(v.get(f"{c}.use_dynamic_bsz", actor_dynamic))
-        c_max_tok = int(v.get(f"{c}.ppo_max_token_len_per_gpu"))
-        critic = Role(
-            name="critic", params=model.params - model.head_params, shard=_shard(v.get(f"{c}.fsdp.fsdp_size"), world),
-            dtype_bytes=_dtype_bytes(v.get(f"{c}.fsdp.model_dtype"), "verl.critic.fsdp.model_dtype"),
-            strategy=c_strategy,
-            param_offload=bool(v.get(f"{c}.fsdp.param_offload")),
-            optimizer_offload=bool(v.get(f"{c}.fsdp.optimizer_offload")),
-            offload_policy=c_strategy == "fsdp2" and bool(v.get(f"{c}.fsdp.offload_policy")),
-            trains=True, sp=int(v.get(f"{c}.ulysses_sequence_parallel_size") or 1),
-            dynamic_bsz=c_dynamic, max_token_len=c_max_tok,
-            micro_batch=v.get(f"{c}.ppo_micro_batch_size_per_gpu"),
-            forward_max_token_len=int(v.get(f"{c}.forward_max_token_len_per_gpu", c_max_tok)),
-            forward_micro_batch=v.get(f"{c}.forward_micro_batch_size_per_gpu", v.get(f"{c}.ppo_micro_batch_size_per_gpu")),
-            grad_ckpt=bool(v.get(f"{c}.model.enable_gradient_checkpointing")), vocab_head=False,
-            entropy_chunking=False, entropy_checkpointing=False, entropy_chunk=0, entropy_in_update=False,
-            epochs=int(v.get(f"{c}.ppo_epochs")),
-        )
+def _ref(v: VerlValues, actor: Role, world: int) -> Role | None:
+    """The reference policy when the algorithm needs one: the actor's model, forward only."""
+    if not _need_ref(v) or actor.lora:   # with LoRA the ref is the actor with adapters disabled
+        return None
+    r = "actor_rollout_ref.ref"
+    ref_strategy = str(v.get(f"{r}.strategy", actor.strategy))
+    ref_sp = int(v.get(f"{r}.fsdp_config.ulysses_sequence_parallel_size") or 1)
+    return replace(
+        actor, name="ref",
+        dtype_bytes=_dtype_bytes(v.get(f"{r}.fsdp_config.model_dtype"), f"verl.{r}.fsdp_config.model_dtype"),
+        shard=_shard(v.get(f"{r}.fsdp_config.fsdp_size", -1), world), strategy=ref_strategy,
+        # verl 0.9.1 always keeps a forward-only model on the host (FSDP1 CPUOffload / FSDP2
+        # CPUOffloadPolicy, transformer_impl.py), whatever ref.fsdp_config.param_offload says.
+        param_offload=True, optimizer_offload=True, offload_policy=True, trains=False,
+        sp=ref_sp if ref_sp > 1 else actor.sp,
+        forward_max_token_len=int(v.first(f"{r}.log_prob_max_token_len_per_gpu",
+                                          "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu",
+                                          f"{_ACTOR}.ppo_max_token_len_per_gpu")),
+        forward_micro_batch=v.get(f"{r}.log_prob_micro_batch_size_per_gpu"),
+        entropy_chunking=bool(v.get(f"{r}.entropy_from_logits_with_chunking", actor.entropy_chunking)),
+    )
 
-    plan = cfg.get("plan") or {}
-    env = cfg.get("env") or {}
+
+def _critic(v: VerlValues, model: Model, actor: Role, world: int) -> Role | None:
+    """The PPO critic when the algorithm needs one: the model without its vocabulary head, a value head."""
+    if not _need_critic(v):
+        return None
+    c = "critic"
+    c_strategy = str(v.get(f"{c}.strategy", actor.strategy))
+    c_max_tok = int(v.get(f"{c}.ppo_max_token_len_per_gpu"))
+    return Role(
+        name="critic", params=model.params - model.head_params, shard=_shard(v.get(f"{c}.fsdp.fsdp_size"), world),
+        dtype_bytes=_dtype_bytes(v.get(f"{c}.fsdp.model_dtype"), "verl.critic.fsdp.model_dtype"),
+        strategy=c_strategy,
+        param_offload=bool(v.get(f"{c}.fsdp.param_offload")),
+        optimizer_offload=bool(v.get(f"{c}.fsdp.optimizer_offload")),
+        offload_policy=c_strategy == "fsdp2" and bool(v.get(f"{c}.fsdp.offload_policy")),
+        trains=True, sp=int(v.get(f"{c}.ulysses_sequence_parallel_size") or 1),
+        dynamic_bsz=bool(v.get(f"{c}.use_dynamic_bsz", actor.dynamic_bsz)), max_token_len=c_max_tok,
+        micro_batch=v.get(f"{c}.ppo_micro_batch_size_per_gpu"),
+        forward_max_token_len=int(v.get(f"{c}.forward_max_token_len_per_gpu", c_max_tok)),
+        forward_micro_batch=v.get(f"{c}.forward_micro_batch_size_per_gpu",
+                                  v.get(f"{c}.ppo_micro_batch_size_per_gpu")),
+        grad_ckpt=bool(v.get(f"{c}.model.enable_gradient_checkpointing")), vocab_head=False,
+        entropy_chunking=False, entropy_checkpointing=False, entropy_chunk=0, entropy_in_update=False,
+        epochs=int(v.get(f"{c}.ppo_epochs")),
+    )
+
+
+def _hccl_buffsize_mb(env: Mapping[str, Any], hardware: Hardware) -> float:
+    # HCCL_BUFFSIZE default 200 MB (CANN env reference); NCCL's buffers are a few MB
     hccl = env.get("HCCL_BUFFSIZE") if hardware.device == "npu" else None
-    return PlanInputs(
-        hardware=hardware, model=model, rollout=rollout, actor=actor, ref=ref, critic=critic,
-        algorithm=str(v.get("algorithm.adv_estimator")),
-        train_batch_size=int(v.get("data.train_batch_size")),
-        mini_batch_size=int(v.get(f"{a}.ppo_mini_batch_size")),
-        max_prompt_length=prompt_len, max_response_length=response_len,
-        prompt_tokens=float(plan["prompt_tokens"]) if plan.get("prompt_tokens") else None,
-        response_tokens=float(plan["response_tokens"]) if plan.get("response_tokens") else None,
-        # HCCL_BUFFSIZE default 200 MB (CANN env reference); NCCL's buffers are a few MB
-        hccl_buffsize_mb=float(hccl) if hccl is not None else (200.0 if hardware.device == "npu" else 4.0),
-        margin_gb=float(plan.get("margin_gb", 0.0) or 0.0),
-        legacy_trainer=not bool(v.get("trainer.use_v1")),
-        trainer=_trainer(plan), trace_limit_s=float(plan.get("trace_limit_s") or 120.0),
-    )
+    return float(hccl) if hccl is not None else (200.0 if hardware.device == "npu" else 4.0)
 
 
 def _trainer(plan: Any) -> str:
@@ -299,4 +320,3 @@ def _trainer(plan: Any) -> str:
     if trainer not in PLAN_TRAINERS:
         raise ValueError(f"plan.trainer={trainer!r}: allowed values are {', '.join(PLAN_TRAINERS)}")
     return trainer
-

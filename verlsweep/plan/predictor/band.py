@@ -2,7 +2,7 @@
 
 A veto is only as good as the prediction behind it, and the best rollout config is usually at the
 memory edge, so the planner vetoes a config only when it cannot fit even at the favourable end of the
-band (verlsweep.plan.memory.Check.status); one inside the band is launched as an edge probe. Each part of
+band (verlsweep.plan.predictor.memory.Check.status); one inside the band is launched as an edge probe. Each part of
 a check's need is one of:
 
 * counted: bytes the planner counts rather than models (vLLM's reservation, util x total, is what vLLM
@@ -12,7 +12,7 @@ a check's need is one of:
   rollout, each phase's peak). Its error is the worst measured against the published peaks
   (actor/perf/max_memory_allocated_gb, benchmarks/planner_accuracy.py): traced +6.8% / -2.5%
   (ppo_qwen3_8b_a2_nightly / gspo_qwen3_8b_a2_nightly), so 6.8%. The analytic formula, whose
-  constants are fitted to traces (verlsweep/plan/trace_fit.py) and so to no published peak, is +9.3%
+  constants are fitted to traces (verlsweep/plan/fit/trace_fit.py) and so to no published peak, is +9.3%
   off ppo_qwen3_8b_a2_nightly (out of sample), and its pass peak is within -14.8% / +15.6% of the
   traced one on every model group held out of the fit (qwen3_0_6b / qwen3_32b, docs/benchmarks.md);
   the traces themselves are up to 6.8% off the published peaks. 20% is kept: no tighter than any of

@@ -29,12 +29,12 @@ import math
 from dataclasses import dataclass, field
 
 from verlsweep.common.names import GIB
-from verlsweep.plan import band, traced_terms
-from verlsweep.plan.calibration import Constants
-from verlsweep.plan.lengths import Lengths, worst_lengths
-from verlsweep.plan.trainer_memory import (resident, states,
+from verlsweep.plan.predictor import band, traced_terms
+from verlsweep.plan.predictor.calibration import Constants
+from verlsweep.plan.predictor.lengths import Lengths, worst_lengths
+from verlsweep.plan.predictor.trainer_memory import (resident, states,
                                            trainer_phases)
-from verlsweep.plan.trial_spec import PlanInputs
+from verlsweep.plan.predictor.trial_spec import PlanInputs
 
 # Phases in the order a step meets them; the first that does not fit is what stops a real run.
 ORDER = ("host_memory", "vllm_start", "kv_cache", "log_prob", "ref", "values", "critic_update",
@@ -64,7 +64,7 @@ class Check:
     margin: float
     parts: dict[str, float] = field(default_factory=dict)     # adds up to `need`
     trainer: dict[str, float] = field(default_factory=dict)   # what the trainer part is made of
-    low: float | None = None          # the favourable end of `need`'s band (verlsweep.plan.band); None: need
+    low: float | None = None          # the favourable end of `need`'s band (verlsweep.plan.predictor.band); None: need
 
     @property
     def headroom(self) -> float:
@@ -107,7 +107,7 @@ class Check:
 
 
 @dataclass
-class MemoryPlan:
+class MemoryPrediction:
     checks: dict[str, Check]
     trainer_peak_gb: float            # torch allocated in the trainer process: verl's max_memory_allocated_gb
     kv_tokens: float                  # tokens of KV cache per vLLM replica's TP rank
@@ -120,7 +120,7 @@ class MemoryPlan:
 
     @property
     def phases_low(self) -> dict[str, float]:
-        """`phases` at the favourable end of the band (verlsweep.plan.band)."""
+        """`phases` at the favourable end of the band (verlsweep.plan.predictor.band)."""
         return {k: c.favourable for k, c in self.checks.items() if k not in ("host_memory", "kv_cache")}
 
     @property
@@ -206,9 +206,9 @@ def host_gb(inp: PlanInputs, c: Constants) -> dict[str, float]:
     return out
 
 
-# ---- the plan -------------------------------------------------------------------------------
+# ---- the prediction -------------------------------------------------------------------------
 
-def plan_memory(inp: PlanInputs, c: Constants, *, lengths: Lengths | None = None) -> MemoryPlan:
+def memory_per_phase(inp: PlanInputs, c: Constants, *, lengths: Lengths | None = None) -> MemoryPrediction:
     """All checks for one trial; `lengths` defaults to the worst case (every sequence at its maximum)."""
     lengths = lengths or worst_lengths(inp)
     hw, r = inp.hardware, inp.rollout
@@ -250,7 +250,7 @@ def plan_memory(inp: PlanInputs, c: Constants, *, lengths: Lengths | None = None
     error = band.trainer_error(traced_terms.source(inp))    # after the traces: a failed one is analytic
     for check in checks.values():
         check.low = band.favourable(check.parts, error)
-    return MemoryPlan(checks=checks, trainer_peak_gb=trainer_peak,
+    return MemoryPrediction(checks=checks, trainer_peak_gb=trainer_peak,
                       kv_tokens=max(0.0, kv_budget) * GIB / kv_per_token, host_gb=sum(host.values()))
 
 

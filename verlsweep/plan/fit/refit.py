@@ -18,12 +18,13 @@ from typing import Any
 
 from verlsweep.command.compose import compose_config
 from verlsweep.common.names import PEAK_MEMORY_METRIC
-from verlsweep.plan import calibration as calibration_mod
-from verlsweep.plan.calibration import Calibration
-from verlsweep.plan.fit import FitResult, Sample, fit
-from verlsweep.plan.inputs import from_cfg
-from verlsweep.plan.trial_spec import NotPlannable
-from verlsweep.plan.points import samples as point_samples
+from verlsweep.plan.fit import calibration_file
+from verlsweep.plan.predictor import calibration as calibration_mod
+from verlsweep.plan.predictor.calibration import Calibration
+from verlsweep.plan.fit.measured_fit import FitResult, Sample, fit
+from verlsweep.plan.predictor.inputs import from_cfg
+from verlsweep.plan.predictor.trial_spec import NotPlannable
+from verlsweep.plan.fit.points import samples as point_samples
 
 log = logging.getLogger(__name__)
 
@@ -148,4 +149,4 @@ def refit(tracking_uri: str, experiment: str, *, calibration: str | Path | None 
 def write(cal: Calibration, result: FitResult, got: Harvest, experiment: str, tracking_uri: str, out: Path) -> Path:
     note = (f"refit from MLflow experiment {experiment!r} at {tracking_uri}: {len(got.runs)} trials; "
             + ", ".join(f"{k} {a:.4g} -> {b:.4g}" for k, (a, b) in result.changed.items()))
-    return calibration_mod.dump(cal, result.constants, out, note=note)
+    return calibration_file.write(cal, result.constants, out, note=note)

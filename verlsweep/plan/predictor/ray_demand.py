@@ -39,7 +39,7 @@ from typing import Any, Mapping
 from omegaconf import DictConfig
 
 from verlsweep.common.errors import ConfigError, Problem
-from verlsweep.plan.verl_config import VerlValues
+from verlsweep.plan.predictor.verl_config import VerlValues
 
 # verl 0.9.1 defaults of the keys read here (verl/trainer/config/ppo_trainer.yaml and its groups).
 RAY_DEFAULTS: dict[str, Any] = {

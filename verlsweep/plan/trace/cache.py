@@ -1,4 +1,4 @@
-"""On-disk cache of trainer traces (verlsweep.plan.trainer_trace), so a sweep traces each distinct
+"""On-disk cache of trainer traces (verlsweep.plan.trace.trainer_trace), so a sweep traces each distinct
 shape once per machine.
 
 A result is one small JSON file named by the hash of everything that changes it: the model's Hugging

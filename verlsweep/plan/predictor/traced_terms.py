@@ -1,4 +1,4 @@
-"""The planner's trainer terms from traces (verlsweep.plan.trainer_trace) when plan.trainer=traced.
+"""The planner's trainer terms from traces (verlsweep.plan.trace.trainer_trace) when plan.trainer=traced.
 
 A role's pass becomes one traced micro batch: the activations, logits and temporaries it holds at its
 peak, and the AdamW step's temporaries for an update. Parameters, gradients and Adam's moments stay
@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass
 
 from verlsweep.common.names import GIB
-from verlsweep.plan.trial_spec import PlanInputs, Role
+from verlsweep.plan.predictor.trial_spec import PlanInputs, Role
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ def source(inp: PlanInputs) -> str:
 
 def pass_spec(role: Role, tokens: int, *, update: bool):
     """What the tracer runs for one micro batch of `tokens` of this role's pass (a trainer_trace.PassSpec)."""
-    from verlsweep.plan import trainer_trace
+    from verlsweep.plan.trace import trainer_trace
 
     return trainer_trace.PassSpec(tokens=tokens, update=update, grad_ckpt=role.grad_ckpt and update,
                                   vocab_head=role.vocab_head, entropy=entropy_mode(role, update=update),
@@ -83,7 +83,7 @@ def pass_terms(inp: PlanInputs, role: Role, tokens: float, *, update: bool) -> T
     """Traced terms of one role's pass, or None when the planner keeps its analytic formula."""
     if not wanted(inp) or inp.model.hf_config in _FAILED:
         return None
-    from verlsweep.plan import trainer_trace
+    from verlsweep.plan.trace import trainer_trace
 
     config = json.loads(inp.model.hf_config)
     traced_tokens = grid_tokens(tokens)

@@ -1,8 +1,8 @@
-"""What the throughput knobs (sweeps/throughput.yaml) cost in time, on top of verlsweep.plan.throughput's
+"""What the throughput knobs (sweeps/throughput.yaml) cost in time, on top of verlsweep.plan.predictor.throughput's
 roofline. Their memory costs live where the memory model is: the token budgets set the micro batch
 (trainer_memory.micro_tokens -> activations and logits), capture sizes the graph pools
 (memory.graph_pool_gb), max_num_seqs the sampler's logits inside vLLM's share (memory.vllm_profile_gb),
-free_cache_engine whether vLLM's share stays during training (memory.plan_memory).
+free_cache_engine whether vLLM's share stays during training (memory.memory_per_phase).
 
 Time, per step:
 * micro-batch efficiency (a guess): a pass over t tokens per device per micro batch runs at
@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import math
 
-from verlsweep.plan.calibration import Constants
-from verlsweep.plan.lengths import Lengths
-from verlsweep.plan.trainer_memory import micro_tokens
-from verlsweep.plan.trial_spec import PlanInputs, Role
+from verlsweep.plan.predictor.calibration import Constants
+from verlsweep.plan.predictor.lengths import Lengths
+from verlsweep.plan.predictor.trainer_memory import micro_tokens
+from verlsweep.plan.predictor.trial_spec import PlanInputs, Role
 
 
 def micro_efficiency(tokens: float, c: Constants) -> float:
@@ -54,7 +54,7 @@ def _prefill_chunks_s(inp: PlanInputs, c: Constants, lengths: Lengths) -> float:
 
 
 def adjust(parts: dict[str, float], inp: PlanInputs, c: Constants, lengths: Lengths, tokens: float) -> dict[str, float]:
-    """`parts` (throughput.plan_throughput's seconds per component) with the knobs' time costs; `tokens`
+    """`parts` (throughput.step_throughput's seconds per component) with the knobs' time costs; `tokens`
     is the step's trained tokens."""
     out = dict(parts)
     passes = [(inp.actor, "old_log_prob", False, 1.0), (inp.actor, "update_actor", True, 3.0 + inp.actor.grad_ckpt)]

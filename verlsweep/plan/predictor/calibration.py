@@ -1,7 +1,8 @@
 """The planner's constants and the known points they are fitted to, kept in one data file.
 
-`calibration.yaml` beside this module holds both, each with its source. `plan.calibration` (a path)
-points the planner at another file, e.g. one written by `python -m verlsweep.plan refit`.
+verlsweep/plan/calibration.yaml holds both, each with its source. `plan.calibration` (a path) points the
+planner at another file, e.g. one written by `python -m verlsweep.plan refit`
+(verlsweep.plan.fit.calibration_file writes them).
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 
 import yaml
 
-DEFAULT_PATH = Path(__file__).with_name("calibration.yaml")
+DEFAULT_PATH = Path(__file__).parents[1] / "calibration.yaml"      # verlsweep/plan/calibration.yaml
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ class Constants:
     host_link_efficiency: float
     weight_sync_gbs: float           # trainer -> vLLM weight update, per device
     cpu_adam_params_per_s: float     # host optimizer step (FSDP2 offload_policy), per rank
-    # throughput knobs (verlsweep.plan.knob_costs; priors, not fitted)
+    # throughput knobs (verlsweep.plan.predictor.knob_costs; priors, not fitted)
     micro_batch_half_tokens: float   # tokens per device per micro batch at which a pass reaches half its MFU
     micro_batch_ref_tokens: float    # the micro batch train_mfu was fitted at (the seed recipe's budget)
     ulysses_a2a_gbs: float           # Ulysses all-to-all bandwidth per device inside a node
@@ -149,17 +150,3 @@ def load(path: str | Path | None = None) -> Calibration:
     """The calibration at `path` (default: the packaged calibration.yaml), cached per file version."""
     p = Path(path).expanduser() if path else DEFAULT_PATH
     return _load(p, p.stat().st_mtime)
-
-
-def dump(cal: Calibration, constants: Constants, path: Path, extra_points: list[dict[str, Any]] = (),
-         note: str = "") -> Path:
-    """Write a calibration file: `cal` with `constants` replacing its values (and extra points)."""
-    raw = yaml.safe_load((cal.path or DEFAULT_PATH).read_text())
-    for name, value in vars(constants).items():
-        raw["constants"][name]["value"] = round(float(value), 6)
-    if note:
-        raw["refit"] = note
-    raw["points"] = list(raw.get("points") or []) + list(extra_points)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(raw, sort_keys=False, allow_unicode=True, width=110))
-    return path

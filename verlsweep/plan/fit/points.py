@@ -7,10 +7,10 @@ from functools import lru_cache
 from omegaconf import DictConfig
 
 from verlsweep.command.compose import compose_config
-from verlsweep.plan.calibration import Calibration, Point
-from verlsweep.plan.fit import Sample
-from verlsweep.plan.inputs import from_cfg
-from verlsweep.plan.trial_spec import PlanInputs
+from verlsweep.plan.predictor.calibration import Calibration, Point
+from verlsweep.plan.fit.measured_fit import Sample
+from verlsweep.plan.predictor.inputs import from_cfg
+from verlsweep.plan.predictor.trial_spec import PlanInputs
 
 
 @lru_cache(maxsize=256)

@@ -8,10 +8,10 @@ from rich.console import Console
 from rich.table import Table
 
 from verlsweep.common.names import EDGE_PROBE
-from verlsweep.plan import band
-from verlsweep.plan.calibration import Calibration
-from verlsweep.plan.trial_spec import PlanInputs
-from verlsweep.plan.verdict import Verdict, plan
+from verlsweep.plan.predictor import band
+from verlsweep.plan.predictor.calibration import Calibration
+from verlsweep.plan.predictor.trial_spec import PlanInputs
+from verlsweep.plan.predictor.verdict import Verdict, predict
 
 DEFAULT_UTILS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 OFFLOADS = ((True, True), (True, False), (False, True), (False, False))   # (param, optimizer)
@@ -40,7 +40,7 @@ def grid(inp: PlanInputs, cal: Calibration, *, utils: Iterable[float], tps: Iter
             for p_off, o_off in offloads:
                 variant = inp.with_knobs(util=util, tp=tp, param_offload=p_off, optimizer_offload=o_off)
                 key = (round(util, 4), tp, p_off, o_off)
-                rows.append(Row(util, tp, p_off, o_off, plan(variant, cal),
+                rows.append(Row(util, tp, p_off, o_off, predict(variant, cal),
                                 key == (round(now[0], 4), *now[1:])))
     rows.sort(key=lambda r: (_RANK[r.verdict.status], -r.verdict.tok_s))
     return rows

@@ -74,7 +74,7 @@ DEFAULT_CUDAGRAPH_MODE = "FULL_AND_PIECEWISE"
 
 class VerlValues:
     """cfg.verl values by verl key path, falling back to verl's defaults (`defaults`, VERL_DEFAULTS). `cfg` is
-    a config or its plain tree (verlsweep.plan.inputs.tree_of)."""
+    a config or its plain tree (verlsweep.plan.predictor.inputs.tree_of)."""
 
     def __init__(self, cfg: DictConfig | Mapping[str, Any], defaults: dict[str, Any] | None = None):
         node = cfg.get("verl")

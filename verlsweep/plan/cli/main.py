@@ -56,10 +56,10 @@ def _table_parser() -> argparse.ArgumentParser:
 
 def cmd_table(argv: list[str]) -> int:
     from verlsweep.command.compose import compose_config
-    from verlsweep.plan.inputs import from_cfg
-    from verlsweep.plan.trial_spec import NotPlannable
-    from verlsweep.plan.table import DEFAULT_UTILS, grid, render
-    from verlsweep.plan.verdict import load_calibration
+    from verlsweep.plan.predictor.inputs import from_cfg
+    from verlsweep.plan.predictor.trial_spec import NotPlannable
+    from verlsweep.plan.cli.table import DEFAULT_UTILS, grid, render
+    from verlsweep.plan.predictor.verdict import load_calibration
     from verlsweep.command.topology import tp_choices
 
     args = _table_parser().parse_args(argv)
@@ -87,7 +87,8 @@ def cmd_table(argv: list[str]) -> int:
 def cmd_detect(argv: list[str]) -> int:
     from verlsweep import CONF_DIR
     from verlsweep.common.names import CONFIG_PATH_ENV
-    from verlsweep.plan import detect, ray_demand
+    from verlsweep.plan.cli import detect
+    from verlsweep.plan.predictor import ray_demand
 
     p = argparse.ArgumentParser(prog="python -m verlsweep.plan detect",
                                 description="Write conf/hardware/<name>.yaml for this machine's devices.")
@@ -124,7 +125,7 @@ def cmd_detect(argv: list[str]) -> int:
             profile = detect.profile_from_devices(detect.parse_npu_smi(text), name=args.name,
                                                   host_memory_gb=host, overrides=overrides)
         perf_notes = [f"{k}: " + ("given on the command line" if v is not None else
-                                  f"assumed from verlsweep.plan.detect.KNOWN_CHIPS[{profile.chip!r}]")
+                                  f"assumed from verlsweep.plan.cli.detect.KNOWN_CHIPS[{profile.chip!r}]")
                       for k, v in overrides.items()]
         cpus = args.cpus if args.cpus is not None else int(ray_demand.local_cpus(os.environ)[0])
         profile = dataclasses.replace(profile, nnodes=args.nnodes, cpus=cpus,
@@ -158,11 +159,12 @@ def _host_memory(args: argparse.Namespace, detect) -> tuple[float, str]:
 
 
 def cmd_refit_traces(argv: list[str]) -> int:
-    from verlsweep.plan import calibration, trace_fit
+    from verlsweep.plan.predictor import calibration
+    from verlsweep.plan.fit import trace_fit
 
     p = argparse.ArgumentParser(prog="python -m verlsweep.plan refit --traces",
                                 description="Fit the analytic trainer formula's constants to traces of every "
-                                            "conf/model group over a grid of passes (verlsweep/plan/trace_fit.py).")
+                                            "conf/model group over a grid of passes (verlsweep/plan/fit/trace_fit.py).")
     p.add_argument("--calibration", type=Path, help="start from this file (default: the packaged one)")
     p.add_argument("--groups", default="", help="model groups, comma separated (default: every conf/model group)")
     p.add_argument("--out", type=Path, help="copy the calibration here with the fitted constants")
@@ -190,7 +192,7 @@ def cmd_refit_traces(argv: list[str]) -> int:
 
 
 def cmd_refit(argv: list[str]) -> int:
-    from verlsweep.plan import refit
+    from verlsweep.plan.fit import refit
 
     if "--traces" in argv:
         return cmd_refit_traces([a for a in argv if a != "--traces"])

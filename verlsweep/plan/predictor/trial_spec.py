@@ -1,5 +1,5 @@
 """One trial as the planner models it, in plain frozen dataclasses: the hardware, the model, the rollout,
-each FSDP role (actor, ref, critic) and the whole (PlanInputs). verlsweep.plan.inputs reads them from a
+each FSDP role (actor, ref, critic) and the whole (PlanInputs). verlsweep.plan.predictor.inputs reads them from a
 composed config; `PlanInputs.with_knobs` makes the table's grid of variants without composing again."""
 from __future__ import annotations
 
@@ -135,7 +135,7 @@ class PlanInputs:
     hccl_buffsize_mb: float
     margin_gb: float
     legacy_trainer: bool
-    trainer: str = "analytic"     # plan.trainer: traced | analytic (verlsweep.plan.traced_terms)
+    trainer: str = "analytic"     # plan.trainer: traced | analytic (verlsweep.plan.predictor.traced_terms)
     trace_limit_s: float = 120.0  # plan.trace_limit_s: one trace past this falls back to analytic
 
     @property

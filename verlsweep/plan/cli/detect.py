@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from verlsweep.common.names import GIB, MIB
-from verlsweep.plan.trial_spec import Hardware
+from verlsweep.plan.predictor.trial_spec import Hardware
 
 
 # Per chip: verl/utils/flops_counter.py MFU denominators and docs/ascend.md, Hardware (bandwidths
@@ -85,7 +85,7 @@ class Profile(Hardware):
 
     chip: str = ""
     notes: list[str] = field(default_factory=list)
-    cpus: int | None = None          # CPUs per node the trial's Ray will have (plan/ray_demand.py)
+    cpus: int | None = None          # CPUs per node the trial's Ray will have (plan/predictor/ray_demand.py)
 
     def hardware_node(self, description: str) -> dict[str, Any]:
         """The profile's `hardware:` node; `device` is left to the `/device` option the file picks."""
@@ -197,7 +197,7 @@ def _chip_numbers(chip: str, overrides: dict[str, float]) -> dict[str, float]:
     out = {k: overrides[k] for k in keys if overrides.get(k) is not None}
     missing = [k for k in keys if k not in out and known is None]
     if missing:
-        raise DetectError(f"chip {chip!r} is not in verlsweep.plan.detect.KNOWN_CHIPS: pass "
+        raise DetectError(f"chip {chip!r} is not in verlsweep.plan.cli.detect.KNOWN_CHIPS: pass "
                           + ", ".join(f"--{k.replace('_', '-')}" for k in missing))
     return {k: float(out.get(k, known[k] if known else 0.0)) for k in keys}
 

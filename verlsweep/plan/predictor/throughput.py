@@ -14,7 +14,7 @@ verl reports tokens / (step time x devices) with tokens = prompt + response of e
 * offload traffic over the host link (param/optimizer offload, the host-resident ref, FSDP2 offload
   policy) and Adam on the host for offload_policy.
 * weight sync to vLLM and its sleep/wake copies; a fixed per-step overhead.
-* the throughput knobs' own time costs (verlsweep.plan.knob_costs): micro-batch efficiency, Ulysses
+* the throughput knobs' own time costs (verlsweep.plan.predictor.knob_costs): micro-batch efficiency, Ulysses
   all-to-alls, chunked-prefill steps.
 """
 from __future__ import annotations
@@ -22,12 +22,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from verlsweep.common.names import GIB
-from verlsweep.plan import knob_costs
-from verlsweep.plan.calibration import Constants
-from verlsweep.plan.lengths import Lengths
-from verlsweep.plan.memory import concurrency, vllm_weights_gb
-from verlsweep.plan.trainer_memory import micro_tokens, states
-from verlsweep.plan.trial_spec import PlanInputs, Role
+from verlsweep.plan.predictor import knob_costs
+from verlsweep.plan.predictor.calibration import Constants
+from verlsweep.plan.predictor.lengths import Lengths
+from verlsweep.plan.predictor.memory import concurrency, vllm_weights_gb
+from verlsweep.plan.predictor.trainer_memory import micro_tokens, states
+from verlsweep.plan.predictor.trial_spec import PlanInputs, Role
 
 
 @dataclass
@@ -121,7 +121,7 @@ def _rank_tokens(inp: PlanInputs, role: Role, lengths: Lengths) -> float:
     return inp.train_batch_size * inp.rollout.n * lengths.seq / dp
 
 
-def plan_throughput(inp: PlanInputs, c: Constants, lengths: Lengths, kv_tokens: float) -> Throughput:
+def step_throughput(inp: PlanInputs, c: Constants, lengths: Lengths, kv_tokens: float) -> Throughput:
     hw, r = inp.hardware, inp.rollout
     replicas = max(1, hw.world // r.tp)
     tokens = inp.train_batch_size * r.n * lengths.seq

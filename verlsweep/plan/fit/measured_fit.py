@@ -2,19 +2,21 @@
 
 A sample is one measured number of one configuration: its tokens/s (perf/throughput), its trainer
 peak (actor/perf/max_memory_allocated_gb) or its device peak (peak_device_hbm_gb: the most HBM in use on
-any device as npu-smi / NVML report it, vLLM's pool and HCCL buffers included). Residuals are log(predicted / measured), so a 10 % miss
-weighs the same at 60 tok/s and at 600. Bounds keep constants physical (calibration.yaml `bounds`).
+any device as npu-smi / NVML report it, vLLM's pool and HCCL buffers included). Residuals are
+log(predicted / measured), so a 10 % miss weighs the same at 60 tok/s and at 600 (least_squares). Bounds
+keep constants physical (calibration.yaml `bounds`).
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from verlsweep.plan.calibration import Calibration, Constants
-from verlsweep.plan.lengths import expected_lengths
-from verlsweep.plan.memory import plan_memory
-from verlsweep.plan.throughput import plan_throughput
-from verlsweep.plan.trial_spec import PlanInputs
+from verlsweep.plan.fit import least_squares
+from verlsweep.plan.predictor.calibration import Calibration, Constants
+from verlsweep.plan.predictor.lengths import expected_lengths
+from verlsweep.plan.predictor.memory import memory_per_phase
+from verlsweep.plan.predictor.throughput import step_throughput
+from verlsweep.plan.predictor.trial_spec import PlanInputs
 
 KINDS = ("throughput", "memory", "device_memory")
 
@@ -27,18 +29,18 @@ class Sample:
     measured: float
 
 
-def predict(sample: Sample, c: Constants) -> float:
+def predict_sample(sample: Sample, c: Constants) -> float:
     lengths = expected_lengths(sample.inputs, c)
     if sample.kind == "memory":
-        return plan_memory(sample.inputs, c, lengths=lengths).trainer_peak_gb
+        return memory_per_phase(sample.inputs, c, lengths=lengths).trainer_peak_gb
     if sample.kind == "device_memory":
-        return max(plan_memory(sample.inputs, c, lengths=lengths).phases.values())
-    kv_tokens = plan_memory(sample.inputs, c).kv_tokens
-    return plan_throughput(sample.inputs, c, lengths, kv_tokens).tok_s
+        return max(memory_per_phase(sample.inputs, c, lengths=lengths).phases.values())
+    kv_tokens = memory_per_phase(sample.inputs, c).kv_tokens
+    return step_throughput(sample.inputs, c, lengths, kv_tokens).tok_s
 
 
 def relative_errors(samples: list[Sample], c: Constants) -> list[float]:
-    return [predict(s, c) / s.measured - 1.0 for s in samples]
+    return [predict_sample(s, c) / s.measured - 1.0 for s in samples]
 
 
 @dataclass
@@ -59,27 +61,14 @@ def fit(cal: Calibration, samples: list[Sample], start: Constants | None = None)
     A constant only moves if some sample's kind depends on it (memory samples inform logits_bytes,
     throughput samples the efficiencies), so a memory-only data set leaves the throughput constants alone.
     """
-    from scipy.optimize import least_squares
-
     start = start or cal.constants
     kinds = {s.kind for s in samples}
     names = informed(cal, kinds)
     before = relative_errors(samples, start)
     if not names or not samples:
         return FitResult(start, before, before, {})
-
-    def build(x) -> Constants:
-        return replace(start, **{n: float(v) for n, v in zip(names, x)})
-
-    def residuals(x) -> list[float]:
-        c = build(x)
-        return [math.log(max(predict(s, c), 1e-9) / s.measured) for s in samples]
-
-    lo = [cal.bounds.get(n, (1e-6, math.inf))[0] for n in names]
-    hi = [cal.bounds.get(n, (1e-6, math.inf))[1] for n in names]
-    x0 = [min(max(getattr(start, n), a), b) for n, a, b in zip(names, lo, hi)]
-    result = least_squares(residuals, x0, bounds=(lo, hi), x_scale="jac")
-    fitted = build(result.x)
+    fitted = least_squares.solve(start, names, samples, predict_sample, lambda s: s.measured, bounds=cal.bounds,
+                                 default_bounds=(1e-6, math.inf))
     return FitResult(fitted, before, relative_errors(samples, fitted),
                      {n: (getattr(start, n), getattr(fitted, n)) for n in names})
 

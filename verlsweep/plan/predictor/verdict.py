@@ -1,4 +1,4 @@
-"""One trial's plan: feasible or not, the binding constraint, per-phase peaks, predicted tokens/s."""
+"""The planner's verdict on one trial: feasible or not, the binding constraint, per-phase peaks, predicted tokens/s."""
 from __future__ import annotations
 
 import logging
@@ -7,15 +7,15 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from verlsweep.plan import calibration as calibration_mod
+from verlsweep.plan.predictor import calibration as calibration_mod
 from verlsweep.common.names import EDGE_PROBE, EDGE_PROBE_METRIC
-from verlsweep.plan import band, ray_demand, traced_terms
-from verlsweep.plan.calibration import Calibration
-from verlsweep.plan.inputs import from_cfg
-from verlsweep.plan.trial_spec import NotPlannable, PlanInputs
-from verlsweep.plan.lengths import expected_lengths
-from verlsweep.plan.memory import MEANING, Check, concurrency, plan_memory
-from verlsweep.plan.throughput import plan_throughput
+from verlsweep.plan.predictor import band, ray_demand, traced_terms
+from verlsweep.plan.predictor.calibration import Calibration
+from verlsweep.plan.predictor.inputs import from_cfg
+from verlsweep.plan.predictor.trial_spec import NotPlannable, PlanInputs
+from verlsweep.plan.predictor.lengths import expected_lengths
+from verlsweep.plan.predictor.memory import MEANING, Check, concurrency, memory_per_phase
+from verlsweep.plan.predictor.throughput import step_throughput
 from verlsweep.common.names import FITS  # re-exported (__all__): the statuses predicted to fit
 from verlsweep.common.time_split import predicted_metrics
 
@@ -29,7 +29,7 @@ class Verdict:
     """The planner's prediction for one trial (GiB per device unless named otherwise)."""
 
     # ok | tight (fits only without plan.margin_gb) | edge (fits only at the favourable end of the
-    # planner's error band, verlsweep.plan.band: launched as an edge probe) | infeasible (not even there)
+    # planner's error band, verlsweep.plan.predictor.band: launched as an edge probe) | infeasible (not even there)
     status: str
     binding: str                      # the constraint a run hits first, else the tightest one
     reason: str                       # that constraint in one line, with its numbers
@@ -105,13 +105,13 @@ def load_calibration(cfg: DictConfig | None) -> Calibration:
     return calibration_mod.load(path)
 
 
-def plan(inp: PlanInputs, cal: Calibration) -> Verdict:
+def predict(inp: PlanInputs, cal: Calibration) -> Verdict:
     """Predict one trial from its inputs (pure arithmetic: microseconds)."""
     c = cal.constants
-    worst = plan_memory(inp, c)
+    worst = memory_per_phase(inp, c)
     lengths = expected_lengths(inp, c)
-    expected = plan_memory(inp, c, lengths=lengths)
-    tp = plan_throughput(inp, c, lengths, worst.kv_tokens)
+    expected = memory_per_phase(inp, c, lengths=lengths)
+    tp = step_throughput(inp, c, lengths, worst.kv_tokens)
     binding = worst.binding
     status = {"ok": "ok", "tight": "tight", "edge": "edge", "fail": "infeasible"}[worst.status]
     trainer = traced_terms.source(inp)
@@ -128,15 +128,15 @@ def plan(inp: PlanInputs, cal: Calibration) -> Verdict:
 
 def tok_s_under(inp: PlanInputs, verdict: Verdict, cal: Calibration) -> float:
     """`verdict`'s tokens/s under another calibration that differs from its own only in THROUGHPUT_CONSTANTS
-    (calibration.py): the memory plan, the KV cache and the expected lengths read none of them, so only
-    the throughput model runs again (the guide's error draws: plan() would give the same number)."""
+    (calibration.py): the memory prediction, the KV cache and the expected lengths read none of them, so only
+    the throughput model runs again (the guide's error draws: predict() would give the same number)."""
     c = cal.constants
-    return plan_throughput(inp, c, expected_lengths(inp, c), verdict.kv_tokens).tok_s
+    return step_throughput(inp, c, expected_lengths(inp, c), verdict.kv_tokens).tok_s
 
 
-def plan_cfg(cfg: DictConfig, cal: Calibration | None = None) -> Verdict:
+def predict_cfg(cfg: DictConfig, cal: Calibration | None = None) -> Verdict:
     """Predict the trial a composed sweep config would launch. Raises NotPlannable."""
-    return plan(from_cfg(cfg), cal or load_calibration(cfg))
+    return predict(from_cfg(cfg), cal or load_calibration(cfg))
 
 
 @dataclass(frozen=True)
@@ -177,7 +177,7 @@ def preflight(cfg: DictConfig, *, local: bool = True) -> Preflight:
     """The planner's verdict on a trial before it launches. `local`: the trial's Ray runs on this
     machine, so its CPUs count when neither ray_init.num_cpus nor hardware.cpus states them."""
     try:
-        verdict: Verdict | None = plan_cfg(cfg)
+        verdict: Verdict | None = predict_cfg(cfg)
         log.info("planner: %s", verdict.summary())
     except NotPlannable as exc:
         log.info("planner: no prediction (%s)", exc)
@@ -195,5 +195,5 @@ def blocks_launch(cfg: DictConfig, verdict: Verdict | Preflight | None) -> bool:
     return verdict is not None and not verdict.feasible and bool(plan_node.get("enforce", True))
 
 
-__all__ = ["FITS", "MEANING", "STATUSES", "Preflight", "Verdict", "blocks_launch", "load_calibration", "plan", "plan_cfg", "tok_s_under",
-           "preflight"]
+__all__ = ["FITS", "MEANING", "STATUSES", "Preflight", "Verdict", "blocks_launch", "load_calibration", "predict",
+           "predict_cfg", "preflight", "tok_s_under"]
