@@ -49,7 +49,7 @@ import search_methods  # noqa: E402
 from parallel_trials_app import config_key  # noqa: E402
 from search_landscapes import HAND_WRITTEN, SPACE_LINES, STEPS, WORLD, Landscape, all_configs, hand_written, space  # noqa: E402
 from tests.support.slurm_cluster import SlurmCluster, missing  # noqa: E402
-from verlsweep.infer.rules import KNOBS  # noqa: E402
+from verlsweep.proofs.rules import KNOBS  # noqa: E402
 
 APP = REPO / "benchmarks" / "parallel_trials_app.py"
 DB = "verlsweep-optuna.db"

@@ -28,7 +28,7 @@ Landscapes (the truth, unknown to every method):
 Methods:
   verlsweep      our sweeper's defaults: recipe first, then the planner guide's picks (the configs
                  best under draws of the planner's error, hydra.sweeper.guide), the boundary sampler
-                 (hydra/sweeper/sampler/boundary, verlsweep.infer: what each OOM/fit proves, told with
+                 (hydra/sweeper/sampler/boundary, verlsweep.proofs: what each OOM/fit proves, told with
                  its phase; bisects the util band; the planner's tok/s ranks the combinations it opens),
                  OOM and planner-infeasible told as constraint violations (_results.tell), the planner's
                  veto and the proof veto (no device time), reuse of measured configs (_reuse), the

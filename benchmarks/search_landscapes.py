@@ -22,7 +22,7 @@ from omegaconf import OmegaConf  # noqa: E402
 from verlsweep.study import guide as _guide, space as _space  # noqa: E402
 from verlsweep.common.distributions import discrete_values  # noqa: E402
 from verlsweep.common.result import PLAN_CHECK_PHASES  # noqa: E402
-from verlsweep.infer.rules import KNOBS, OFFLOADS, TP, UTIL  # noqa: E402
+from verlsweep.proofs.rules import KNOBS, OFFLOADS, TP, UTIL  # noqa: E402
 from verlsweep.plan.calibration import THROUGHPUT_CONSTANTS  # noqa: E402
 
 P_OFF, O_OFF, R_OFF = OFFLOADS          # actor params, actor optimizer, ref params

@@ -22,7 +22,7 @@ from hydra_plugins.verlsweep_sweeper.config import (BoundarySamplerConfig, Guide
                                                     TPESamplerConfig, VerlSweepSweeperConf)
 from verlsweep.common.names import RULED_OUT_ATTR  # noqa: E402
 from verlsweep.common.result import TrialResult  # noqa: E402
-from verlsweep.infer.evidence import proof_of_failure  # noqa: E402
+from verlsweep.proofs.evidence import proof_of_failure  # noqa: E402
 from verlsweep.study.failures import FailureWatch  # noqa: E402
 from verlsweep.study_link import pruner_from_spec  # noqa: E402
 

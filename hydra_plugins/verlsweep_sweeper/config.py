@@ -119,11 +119,11 @@ class MOTPESamplerConfig:
 
 @dataclass
 class BoundarySamplerConfig:
-    """What finished trials prove (verlsweep.infer): bisects the util band of the best TP/offload
+    """What finished trials prove (verlsweep.proofs): bisects the util band of the best TP/offload
     combinations and opens new ones, never proposing a config proven to fail; params outside the
     rollout-memory knobs, and other spaces, go to the inner TPE (benchmarks/search_efficiency.py)."""
 
-    _target_: str = "verlsweep.infer.sampler.BoundarySampler"
+    _target_: str = "verlsweep.proofs.sampler.BoundarySampler"
     seed: Optional[int] = None
     # combinations measured within this fraction of the best get their band above the highest fit bisected
     margin: float = 0.1
@@ -262,7 +262,7 @@ class VerlSweepSweeperConf:
     # false: a proposal equal to a trial this study has measured is told that result again and
     # launches nothing (user attr `reused_from`); true: measure it again
     remeasure: bool = False
-    # true: a proposal that a finished trial proves to fail (verlsweep.infer.rules: an OOM at vLLM start
+    # true: a proposal that a finished trial proves to fail (verlsweep.proofs.rules: an OOM at vLLM start
     # at a lower util, a training OOM with more offloads, ...) launches nothing and is told infeasible,
     # user attr `ruled_out_by`; false: launch it anyway
     infer: bool = True

@@ -124,8 +124,8 @@ def test_multi_objective_sweep_writes_the_pareto_front(tmp_path):
 
 
 def _proven_failures(trials: list[dict[str, str]]) -> int:
-    """Launched trials that an earlier trial's outcome already proved to fail (verlsweep.infer.rules)."""
-    from verlsweep.infer.rules import Observed, decide
+    """Launched trials that an earlier trial's outcome already proved to fail (verlsweep.proofs.rules)."""
+    from verlsweep.proofs.rules import Observed, decide
 
     def params(r: dict[str, str]) -> dict:
         return {UTIL: float(r[UTIL]), TP: int(r[TP]), **{k: r[k] == "True" for k in PARAMS[2:]}}

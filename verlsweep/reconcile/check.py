@@ -129,7 +129,7 @@ def _fix_missing(client: Any, exp: str, name: str, t: FrozenTrial, parent: str |
             tags = {study_runs.REUSED_FROM_TAG: str(source)}
         elif proof is not None:
             shown = not_launched(None, proof)
-            reason = (f"ruled out by trial {proof}: {t.user_attrs.get(RULED_OUT_RULE_ATTR)} (verlsweep.infer.rules); "
+            reason = (f"ruled out by trial {proof}: {t.user_attrs.get(RULED_OUT_RULE_ATTR)} (verlsweep.proofs.rules); "
                       "nothing launched (hydra.sweeper.infer=false launches it)")
             tags = {study_runs.RULED_OUT_TAG: str(proof)}
         else:

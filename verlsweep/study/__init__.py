@@ -24,7 +24,7 @@ How a result is told, the trial budget and trials.csv are verlsweep.record, belo
 verlsweep.report (whose `--status --repair` tells and rewrites as a sweep does): study writes
 report.html through verlsweep.report, so report cannot import study.
 
-May import: verlsweep.common, command, plan, infer, tracking, reconcile, record, report and study_link.
+May import: verlsweep.common, command, plan, proofs, tracking, reconcile, record, report and study_link.
 Nothing imports it but hydra_plugins (tests/test_layout.py); it never imports hydra_plugins nor Hydra's
 launcher API (the plugin hands it a callable that runs a batch: loop.Hydra).
 """

@@ -1,7 +1,7 @@
 """Which app the sweep sweeps: verlsweep's own trial task, or any other Hydra app.
 
 The sweeper serves both. What only makes sense for a verl trial (the fixed-config check, the planner's
-guide and veto, the proof rules of verlsweep.infer, `trial.*` overrides, best_launch.sh, the MLflow
+guide and veto, the proof rules of verlsweep.proofs, `trial.*` overrides, best_launch.sh, the MLflow
 parent run, report.html) applies to our own task alone; another app gets the search, its study and
 the sweep's own files (trials.csv, best.yaml, optimization_results.yaml), and nothing in its config.
 

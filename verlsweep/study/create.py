@@ -92,7 +92,7 @@ def build_sampler(cfg: DictConfig, space: SearchSpace, seed_offset: int = 0) -> 
     """The configured sampler. `seed_offset` shifts a set seed, so a resumed study or a second sweep
     process does not replay the first one's random draws."""
     spec = OmegaConf.to_container(cfg, resolve=True)
-    cls = _locate(str(spec.pop("_target_")), "optuna.samplers", "verlsweep.infer.")
+    cls = _locate(str(spec.pop("_target_")), "optuna.samplers", "verlsweep.proofs.")
     if spec.get("seed") is not None:
         spec["seed"] = (int(spec["seed"]) + seed_offset) % 2**32
     if isinstance(spec.get("inner"), dict):         # a sampler that wraps another (BoundarySampler)

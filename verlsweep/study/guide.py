@@ -354,7 +354,7 @@ def _norm(params: Mapping[str, Any]) -> tuple:
 
 def prior(predictions: Sequence[Prediction], space: SearchSpace) -> Callable[[Mapping[str, Any]], float | None]:
     """The planner's predicted tokens/s of a config it predicts to fit (None: infeasible or not ranked),
-    for a sampler that ranks untried configs by it (verlsweep.infer.sampler.BoundarySampler)."""
+    for a sampler that ranks untried configs by it (verlsweep.proofs.sampler.BoundarySampler)."""
     table = {_norm(predictions[i].params): predictions[i].tok_s for i in ranked(predictions)}
 
     def predicted(params: Mapping[str, Any]) -> float | None:

@@ -30,9 +30,9 @@ from verlsweep.common.names import (EDGE_PROBE_METRIC, N_TRIALS_ATTR, OBJECTIVES
                                     PREDICTED_ATTR, PROVEN_FIT_ATTR, RULED_OUT_ATTR, RULED_OUT_RULE_ATTR,
                                     TRACKING_ATTR)
 from verlsweep.common.result import TrialResult
-from verlsweep.infer.evidence import proof
-from verlsweep.infer.rules import Decided
-from verlsweep.infer.sampler import BoundarySampler
+from verlsweep.proofs.evidence import proof
+from verlsweep.proofs.rules import Decided
+from verlsweep.proofs.sampler import BoundarySampler
 from verlsweep.record import budget, results
 from verlsweep.record.budget import quiet_optuna
 from verlsweep.study import (create, enqueue as _enqueue, guide as _guide, job_dirs, outputs as _outputs, parent_run,
@@ -473,7 +473,7 @@ class Loop:
         trial.set_user_attr(RULED_OUT_ATTR, proof.trial)
         trial.set_user_attr(RULED_OUT_RULE_ATTR, proof.rule)
         result = TrialResult("infeasible", excerpt=f"ruled out by trial {proof.trial}: {proof.rule} "
-                                                   "(verlsweep.infer.rules); nothing launched")
+                                                   "(verlsweep.proofs.rules); nothing launched")
         return self._tell(study, trial, None, result, not_launched(None, proof.trial))
 
     def _stop_message(self, watch: FailureWatch) -> str:

@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 
 RESULTS_YAML = "optimization_results.yaml"
 RESULTS_NAME = "optuna"          # the peer's fixed `name`; scripts that read the file check it
-BOUNDARY = "verlsweep.infer.sampler.BoundarySampler"
+BOUNDARY = "verlsweep.proofs.sampler.BoundarySampler"
 NSGAII = "optuna.samplers.NSGAIISampler"
 CMAES = "optuna.samplers.CmaEsSampler"
 OWN_POPULATION = 10     # a 30-trial verl sweep with Optuna's 50 would be pure random (config.py)

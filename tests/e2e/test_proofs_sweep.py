@@ -4,7 +4,7 @@ The stand-in's `auto` mode decides each trial from its memory model (tests/suppo
 MemoryModel): with a 20 GiB training peak and no offload, vLLM's start-up check refuses util 0.80 on a
 60.96 GiB device (free 47.66 GiB < 48.77) and accepts 0.75; with a 60 GiB peak, training itself does
 not fit at any util. The proposals are enqueued in a fixed order, so the test reads which of them the
-sweeper launched and which it ruled out from what an earlier trial proved (verlsweep.infer.rules).
+sweeper launched and which it ruled out from what an earlier trial proved (verlsweep.proofs.rules).
 """
 from __future__ import annotations
 
