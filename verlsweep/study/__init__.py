@@ -17,7 +17,6 @@ here, with public names, usable without Hydra's sweeper machinery:
     outputs     best.yaml, best_launch.sh, report.html, the summary table (trials.csv: verlsweep.record)
     progress    the terminal: one line per trial, the status line
     view        after each batch: status line, report, the MLflow parent run's numbers
-    parent_run  the sweep's MLflow parent run
     chain       hydra.sweeper.from_study: start from another sweep's best config, and the link kept
 
 How a result is told, the trial budget and trials.csv are verlsweep.record, below both this package and

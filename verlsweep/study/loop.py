@@ -35,11 +35,12 @@ from verlsweep.proofs.rules import Decided
 from verlsweep.proofs.sampler import BoundarySampler
 from verlsweep.record import budget, results
 from verlsweep.record.budget import quiet_optuna
-from verlsweep.study import (create, enqueue as _enqueue, guide as _guide, job_dirs, outputs as _outputs, parent_run,
+from verlsweep.study import (create, enqueue as _enqueue, guide as _guide, job_dirs, outputs as _outputs,
                              progress as _progress, reuse, session as _session, space as _space, view as _view)
 from verlsweep.study import app, chain, inflight, peer_compat
 from verlsweep.study.failures import FailureWatch
 from verlsweep.study_link import absolute_storage_url
+from verlsweep.tracking import sweep_run
 
 log = logging.getLogger(__name__)
 
@@ -177,14 +178,14 @@ class Loop:
         me.open()
         with create.Heartbeat(raw_storage, s.heartbeat_interval, also=me.beat) as heartbeat:
             me.settle_stale()             # a dead sweep's leftovers are stopped before any new trial
-            tracking = None if dry_run or not self.own else parent_run.start_parent_run(
+            tracking = None if dry_run or not self.own else sweep_run.open_sweep_run(
                 self.config, name, space.describe(), sampler=type(study.sampler).__name__,
                 sweep_name=OmegaConf.select(self.config, "hydra.runtime.choices.space", default=None),
                 session=me.label, others_alive=bool(me.others()))
             me.tracking = tracking
             parent = tracking.parent if tracking else None
             if tracking is not None and raw_storage is not None:
-                study.set_user_attr(TRACKING_ATTR, parent_run.where(self.config, name))
+                study.set_user_attr(TRACKING_ATTR, sweep_run.where(self.config, name))
             if not dry_run:
                 chain.record(study, s.chained_from, parent, self.config)
             me.repair_runs()
@@ -214,9 +215,9 @@ class Loop:
                         self._progress.console.print(f"report: {self.sweep_dir / 'report.html'}", highlight=False)
                 except Exception as exc:  # noqa: BLE001 - never hide the exception that ended the loop
                     log.error("verlsweep: could not write the sweep outputs: %s", exc)
-                parent_run.finish_parent_run(tracking, status, others_alive=me.close(status))
+                sweep_run.close_sweep_run(tracking, status, others_alive=me.close(status))
                 if parent:
-                    self._progress.console.print(parent_run.ui_hint(self.config, parent), highlight=False,
+                    self._progress.console.print(sweep_run.ui_hint(self.config, parent), highlight=False,
                                                  soft_wrap=True)
 
     def _grace_s(self) -> float:
@@ -263,7 +264,7 @@ class Loop:
         if url:
             links["trial.storage"] = url
         if parent:
-            links[parent_run.PARENT_RUN_KEY] = parent
+            links[sweep_run.PARENT_RUN_KEY] = parent
         return links
 
     def _job_overrides(self, space: _space.SearchSpace, trial: optuna.Trial, links: dict[str, Any]) -> list[str]:

@@ -11,8 +11,9 @@ from omegaconf import DictConfig
 
 from verlsweep.record import budget
 from verlsweep.record.trials_csv import reportable
-from verlsweep.study import outputs, parent_run
+from verlsweep.study import outputs
 from verlsweep.study.progress import Progress
+from verlsweep.tracking import sweep_run
 
 
 # the most of a sweep's wall time the live report's redraws may take (the final one is always drawn)
@@ -57,7 +58,7 @@ class SweepView:
         if best:
             metrics["best_objective"] = best[0].values[0]
         root = [self.sweep_dir / n for n in (outputs.TRIALS_CSV, outputs.BEST_YAML, outputs.BEST_LAUNCH)]
-        parent_run.update_parent_run(self.config, self.parent, len(finished), metrics,
-                                    {"": root + [f for f in files if f.suffix == ".html"],
+        sweep_run.update_sweep_run(self.config, self.parent, len(finished), metrics,
+                                   {"": root + [f for f in files if f.suffix == ".html"],
                                      "plots": [f for f in files if f.suffix == ".png"]})
         return files
