@@ -142,7 +142,7 @@ class VerlSweepImpl(Sweeper):
             problems.append(Problem(_space.PARAMS_KEY, space.fixed or None,
                                     "at least one swept param (choice/range/interval), e.g. space=rollout_memory"))
         problems += _space.check(space, self.config, self._group_options)
-        groups, refused = subsets.plan(self.config, self.devices_per_trial, s.n_jobs, space.distributions, s.schedule)
+        groups, refused = subsets.device_groups(self.config, self.devices_per_trial, s.n_jobs, space.distributions, s.schedule)
         problems += refused
         if groups is not None:
             s.trial_overrides, s.slot_overrides = groups.shared(), [groups.slot(i) for i in range(s.n_jobs)]

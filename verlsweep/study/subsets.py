@@ -42,8 +42,8 @@ class Subsets:
                 f"++env.HCCL_IF_BASE_PORT={HCCL_BASE_PORT + i * HCCL_PORTS}"]
 
 
-def plan(config: DictConfig, per_trial: int | None, n_jobs: int, distributions: dict[str, Any],
-         schedule: str) -> tuple[Subsets | None, list[Problem]]:
+def device_groups(config: DictConfig, per_trial: int | None, n_jobs: int, distributions: dict[str, Any],
+                  schedule: str) -> tuple[Subsets | None, list[Problem]]:
     """The node's groups for `per_trial` devices each, or the problems with the request."""
     if per_trial is None:
         return None, []
