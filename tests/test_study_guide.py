@@ -16,7 +16,7 @@ UTIL = "verl.actor_rollout_ref.rollout.gpu_memory_utilization"
 TP = "verl.actor_rollout_ref.rollout.tensor_model_parallel_size"
 P_OFF = "verl.actor_rollout_ref.actor.fsdp_config.param_offload"
 O_OFF = "verl.actor_rollout_ref.actor.fsdp_config.optimizer_offload"
-SPACE = [f"{UTIL}=range(0.30,1.0,0.05)", f"{TP}=choice(1,2,4,8)", f"{P_OFF}=choice(true,false)",
+SPACE = [f"{UTIL}=range(0.30,0.95,0.05)", f"{TP}=choice(1,2,4,8)", f"{P_OFF}=choice(true,false)",
          f"{O_OFF}=choice(true,false)"]
 
 

@@ -21,8 +21,8 @@ from verlsweep.study import space as _space
 from verlsweep.study.space import SearchSpaceError
 
 
-def parse(*lines: str, stop_included: bool) -> _space.SearchSpace:
-    return _space.parse(list(lines), OverridesParser.create(), stop_included=stop_included)
+def parse(*lines: str) -> _space.SearchSpace:
+    return _space.parse(list(lines), OverridesParser.create())
 
 
 def test_our_root_config_is_our_own_task_and_an_app_with_a_trial_key_is_not():
@@ -31,17 +31,18 @@ def test_our_root_config_is_our_own_task_and_an_app_with_a_trial_key_is_not():
     other = OmegaConf.create({"x": 1, "trial": {"number": 3}, "tracking": {"enabled": True},
                               "hydra": {"job": {"name": "sphere"}}})
     assert not app.is_own_task(other)
-    assert app.study_name(other, parse("x=range(1,3)", stop_included=True)).startswith("sphere.")
+    assert app.study_name(other, parse("x=range(1,3)")).startswith("sphere.")
 
 
-@pytest.mark.parametrize("line, ours, theirs", [
-    ("x=range(1,3)", IntDistribution(1, 2), IntDistribution(1, 3)),
-    ("x=range(-5.5, 5.5, step=0.5)", FloatDistribution(-5.5, 5.0, step=0.5), FloatDistribution(-5.5, 5.5, step=0.5)),
-    ("x=range(0, 5, step=2)", IntDistribution(0, 4, step=2), IntDistribution(0, 4, step=2)),   # 5 is off the steps
+@pytest.mark.parametrize("line, dist", [
+    ("x=range(1,3)", IntDistribution(1, 3)),
+    ("x=range(-5.5, 5.5, step=0.5)", FloatDistribution(-5.5, 5.5, step=0.5)),
+    ("x=range(0, 5, step=2)", IntDistribution(0, 4, step=2)),   # 5 is off the steps
+    ("x=shuffle(range(1,3))", CategoricalDistribution([1, 2, 3])),
 ])
-def test_range_excludes_its_stop_for_our_task_and_includes_it_for_other_apps(line, ours, theirs):
-    assert parse(line, stop_included=False).distributions["x"] == ours
-    assert parse(line, stop_included=True).distributions["x"] == theirs
+def test_range_includes_its_stop_for_every_app_as_hydra_optuna_sweeper_reads_it(line, dist):
+    got = parse(line).distributions["x"]
+    assert (sorted(got.choices) == sorted(dist.choices)) if isinstance(dist, CategoricalDistribution) else got == dist
 
 
 def test_the_deprecated_search_space_becomes_distributions_with_a_deprecation_line(caplog):
@@ -53,7 +54,7 @@ def test_the_deprecated_search_space_becomes_distributions_with_a_deprecation_li
     assert got == {"x": FloatDistribution(-5.5, 5.5, step=0.5), "n": IntDistribution(1, 100, log=True),
                    "c": CategoricalDistribution(["a", "b"])}
     assert "DeprecationWarning" in caplog.text and "hydra.sweeper.params" in caplog.text
-    space = parse("x=0", "c=choice(a)", stop_included=True)
+    space = parse("x=0", "c=choice(a)")
     peer_compat.add_legacy(space, got)            # params and the command line win
     assert set(space.distributions) == {"c", "n"} and space.fixed == {"x": "0"}
 
@@ -122,7 +123,7 @@ def test_the_cmaes_group_builds_optunas_cma_es_sampler_when_its_package_is_there
     from verlsweep.study.create import build_sampler
 
     cfg = peer_compat.sampler(OmegaConf.structured(CmaEsSamplerConfig(seed=1)), own=False)
-    assert isinstance(build_sampler(cfg, parse("x=interval(0, 1)", stop_included=True)), optuna.samplers.CmaEsSampler)
+    assert isinstance(build_sampler(cfg, parse("x=interval(0, 1)")), optuna.samplers.CmaEsSampler)
 
 
 def test_the_peers_tpe_keys_reach_optunas_tpe_sampler():
@@ -136,6 +137,6 @@ def test_the_peers_tpe_keys_reach_optunas_tpe_sampler():
     for node in (TPESamplerConfig, MOTPESamplerConfig):
         cfg = OmegaConf.merge(OmegaConf.structured(node), {k: v for k, v in peer.items() if hasattr(node, k)})
         with pytest.warns(FutureWarning, match="consider_prior"):   # Optuna's own deprecation, passed on
-            sampler = build_sampler(peer_compat.sampler(cfg, own=False), parse("x=interval(0, 1)", stop_included=True))
+            sampler = build_sampler(peer_compat.sampler(cfg, own=False), parse("x=interval(0, 1)"))
         estimator = sampler._parzen_estimator_parameters
         assert (estimator.prior_weight, estimator.consider_magic_clip, estimator.consider_endpoints) == (2.0, False, True)

@@ -136,7 +136,7 @@ class VerlSweepImpl(Sweeper):
             params = {**link.overrides(), **params}
             s.chained_from = link.to_attr()
         lines = [f"{k}={v}" for k, v in params.items()]
-        space = _space.parse(lines + list(arguments), parser, stop_included=not own)
+        space = _space.parse(lines + list(arguments), parser)
         peer_compat.add_legacy(space, peer_compat.legacy_search_space(self.search_space, self.params))
         if not space.distributions:
             problems.append(Problem(_space.PARAMS_KEY, space.fixed or None,
