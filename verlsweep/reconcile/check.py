@@ -122,7 +122,7 @@ def _fix_missing(client: Any, exp: str, name: str, t: FrozenTrial, parent: str |
         elif proof is not None:
             shown = not_launched(None, proof)
             reason = (f"ruled out by trial {proof}: {t.user_attrs.get(RULED_OUT_RULE_ATTR)} (verlsweep.proofs.rules); "
-                      "nothing launched (hydra.sweeper.infer=false launches it)")
+                      "nothing launched (study.proofs=false launches it)")
             tags = {study_runs.RULED_OUT_TAG: str(proof)}
         else:
             reason = str(t.user_attrs.get("excerpt") or "recorded by verlsweep: the trial never created a run")

@@ -53,7 +53,7 @@ def launch_command(sweep: Sweep, sweep_dir: Path | None) -> str | None:
 
 
 def chained_text(study: Any) -> str | None:
-    """`started from study S, trial N (...)` for a study started with hydra.sweeper.from_study, else None."""
+    """`started from study S, trial N (...)` for a study started with study.from_study, else None."""
     link = study.user_attrs.get(FROM_STUDY_ATTR)
     if not isinstance(link, dict):
         return None

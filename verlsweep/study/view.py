@@ -24,7 +24,7 @@ class SweepView:
     def __init__(self, config: DictConfig, sweep_dir: Path, objectives: list[str], progress: Progress,
                  parent: str | None, report: bool = True) -> None:
         self.config = config
-        self.report = report             # false: not our own task (verlsweep.study.app), no report.html
+        self.report = report             # report.html and plots/ (the app's hooks say: verlsweep.study.hooks)
         self.sweep_dir = sweep_dir
         self.objectives = objectives
         self.progress = progress
