@@ -99,11 +99,11 @@ class AppHooks:
     """Any Hydra app: the search, its study and the sweep's own files (trials.csv, best.yaml,
     optimization_results.yaml), as hydra-optuna-sweeper does."""
 
-    dry_run = False
-    none_ok = False       # the peer fails a trial whose task returned None
-    report = False
-    launch = None
-    POPULATION = 50       # NSGA-II's, as Optuna and hydra-optuna-sweeper have it
+    dry_run: bool = False
+    none_ok: bool = False         # the peer fails a trial whose task returned None
+    report: bool = False
+    launch: Callable[[list[str]], str] | None = None
+    POPULATION = 50               # NSGA-II's, as Optuna and hydra-optuna-sweeper have it
 
     def __init__(self, config: DictConfig, sweep_dir: Path) -> None:
         self.config = config

@@ -280,24 +280,26 @@ class Loop:
     def _run_batch(self, study: optuna.Study, space: _space.SearchSpace, trials: list[optuna.Trial]
                    ) -> list[results.Told]:
         told: list[results.Told] = []
-        launch, launched = [], []
+        launch: list[list[str]] = []
+        launched: list[optuna.Trial] = []
         try:
             for trial in trials:
                 done, overrides = self._job(study, space, trial)
                 if done is not None:
                     told.append(done)
                     continue
+                assert overrides is not None        # a trial not told yet is launched with its overrides
                 launch.append(overrides)
                 launched.append(trial)
             if launch:
+                returns: list[Any] = []
+                launched_results: list[TrialResult | None] = [None] * len(launched)
                 try:
                     returns = list(self.run_batch(launch, self.job_idx))
                 except Exception as exc:  # noqa: BLE001 - e.g. a job submission failed: the batch's outcome
                     log.error("verlsweep: the launcher failed on this batch: %s", exc)
                     crash = TrialResult("crash", excerpt=f"launcher: {type(exc).__name__}: {exc}")
-                    returns, launched_results = [], [crash] * len(launched)
-                else:
-                    launched_results = [None] * len(launched)
+                    launched_results = [crash] * len(launched)
                 self.job_idx += len(launch)
                 for i, trial in enumerate(launched):
                     ret = returns[i] if i < len(returns) else None
