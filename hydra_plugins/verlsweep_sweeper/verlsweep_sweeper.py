@@ -9,7 +9,7 @@ from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig
 
-from hydra_plugins.verlsweep_sweeper import config  # noqa: F401  (registers the config groups)
+from hydra_plugins.verlsweep_sweeper import config as _registered  # noqa: F401  (registers the config groups)
 
 
 class VerlSweepSweeper(Sweeper):
