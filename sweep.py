@@ -31,12 +31,13 @@ def main(cfg: DictConfig) -> Any:
 
 
 def check_argv() -> None:
-    """Before Hydra: a misspelt group option gets a "did you mean" (exit 2, as other input errors);
-    another sweeper runs without our search space. HYDRA_FULL_ERROR=1 changes neither: verl's own
+    """Before Hydra: a setting spelled as before it moved names its new spelling and a misspelt group
+    option gets a "did you mean" (exit 2, as other input errors); another sweeper runs without our search
+    space. HYDRA_FULL_ERROR=1 changes neither: verl's own
     recipe scripts export it."""
     sys.argv[1:], notes = cli_args.renamed_groups(sys.argv[1:])
     sys.stderr.write("".join(f"verlsweep: {n}\n" for n in notes))
-    problems = cli_args.group_typos(sys.argv[1:], CONF_DIR)
+    problems = cli_args.moved(sys.argv[1:]) + cli_args.group_typos(sys.argv[1:], CONF_DIR)
     conflict = cli_args.sweeper_conflict(sys.argv[1:])
     if conflict:
         problems.append(conflict)

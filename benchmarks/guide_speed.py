@@ -31,8 +31,9 @@ from omegaconf import OmegaConf  # noqa: E402
 from verlsweep.command.compose import compose_config  # noqa: E402
 from verlsweep.plan import from_cfg, load_calibration, predict  # noqa: E402
 from verlsweep.study import guide as _guide, space as _space  # noqa: E402
+from verlsweep.study.settings import study_config  # noqa: E402
 
-KEYS = ("verl.actor_rollout_ref.rollout.gpu_memory_utilization=range(0.30,1.0,0.05)",
+KEYS = ("verl.actor_rollout_ref.rollout.gpu_memory_utilization=range(0.30,0.95,0.05)",
         "verl.actor_rollout_ref.rollout.tensor_model_parallel_size=choice(1,2,4,8)",
         "verl.actor_rollout_ref.actor.fsdp_config.param_offload=choice(true,false)",
         "verl.actor_rollout_ref.actor.fsdp_config.optimizer_offload=choice(true,false)",
@@ -62,7 +63,8 @@ def reference(cfg, sp: _space.SearchSpace, draws: int, error: float, seed: int) 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--recipes", nargs="+", default=["a2_64g:remax", "a3_64g:grpo", "h100_80g:ppo"])
-    ap.add_argument("--draws", type=int, default=_guide.DRAWS)
+    guide = study_config(compose_config([])).guide       # the sweep's own settings (conf/study/default.yaml)
+    ap.add_argument("--draws", type=int, default=guide.draws)
     args = ap.parse_args()
     sp = _space.parse(list(KEYS), OverridesParser.create())
     print(f"{'recipe':<18} {'configs':>7} {'guide s':>8} {'reference s':>11} {'ratio':>6}  same picks")
@@ -70,9 +72,9 @@ def main() -> None:
         hardware, algorithm = recipe.split(":")
         cfg = compose_config([f"hardware={hardware}", f"algorithm={algorithm}", "model=qwen3_8b"])
         t0 = time.perf_counter()
-        ours = _guide.predict_all(cfg, sp, _guide.candidates(sp), draws=args.draws, error=_guide.ERROR)
+        ours = _guide.predict_all(cfg, sp, _guide.candidates(sp), draws=args.draws, error=guide.error)
         t1 = time.perf_counter()
-        ref = reference(cfg, sp, args.draws, _guide.ERROR, 0)
+        ref = reference(cfg, sp, args.draws, guide.error, 0)
         t2 = time.perf_counter()
         same = ([(p.params, p.status, p.tok_s, p.p_best) for p in ours]
                 == [(p.params, p.status, p.tok_s, p.p_best) for p in ref])

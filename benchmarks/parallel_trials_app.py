@@ -26,14 +26,14 @@ from omegaconf import DictConfig, OmegaConf
 
 from verlsweep.command import config_store
 from verlsweep.common.result import TrialResult
-from verlsweep.infer.rules import KNOBS
+from verlsweep.proofs.rules import KNOBS
 from verlsweep.study_link import reporter_for
 
 config_store.register()
 
 
 def config_key(values: list[Any]) -> str:
-    """The truth file's key of one config, from its knob values in verlsweep.infer.rules.KNOBS order."""
+    """The truth file's key of one config, from its knob values in verlsweep.proofs.rules.KNOBS order."""
     return "|".join(f"{v:.2f}" if isinstance(v, float) else str(v).lower() for v in values)
 
 

@@ -49,7 +49,7 @@ import search_methods  # noqa: E402
 from parallel_trials_app import config_key  # noqa: E402
 from search_landscapes import HAND_WRITTEN, SPACE_LINES, STEPS, WORLD, Landscape, all_configs, hand_written, space  # noqa: E402
 from tests.support.slurm_cluster import SlurmCluster, missing  # noqa: E402
-from verlsweep.infer.rules import KNOBS  # noqa: E402
+from verlsweep.proofs.rules import KNOBS  # noqa: E402
 
 APP = REPO / "benchmarks" / "parallel_trials_app.py"
 DB = "verlsweep-optuna.db"
@@ -59,8 +59,8 @@ SWEEP_TIMEOUT_S = 600
 SLURM = ["hydra/launcher=slurm", "slurm.gres=null", "slurm.cpus_per_task=1", "slurm.mem_gb=1",
          "hydra.launcher.signal_delay_s=5"]
 # the fake clock's sweep (parallel_trials.one_sweep): TPE + median pruner and nothing else of ours
-SWEEP = ["hydra/sweeper/sampler=tpe", "hydra.sweeper.enqueue_recipe=false", "hydra.sweeper.infer=false",
-         "hydra.sweeper.remeasure=true", "hydra.sweeper.guide.top_k=0",
+SWEEP = ["hydra/sweeper/sampler=tpe", "study.enqueue_recipe=false", "study.proofs=false",
+         "hydra.sweeper.remeasure=true", "study.guide.top_k=0",
          "hydra.sweeper.max_consecutive_failures=1000", f"trial.steps={STEPS}", "validate.verl=false",
          "tracking.enabled=false", "runner=estimate", "hardware=a2_64g", "model=qwen3_8b"]
 

@@ -27,8 +27,8 @@ Landscapes (the truth, unknown to every method):
 
 Methods:
   verlsweep      our sweeper's defaults: recipe first, then the planner guide's picks (the configs
-                 best under draws of the planner's error, hydra.sweeper.guide), the boundary sampler
-                 (hydra/sweeper/sampler/boundary, verlsweep.infer: what each OOM/fit proves, told with
+                 best under draws of the planner's error, study.guide), the boundary sampler
+                 (hydra/sweeper/sampler/boundary, verlsweep.proofs: what each OOM/fit proves, told with
                  its phase; bisects the util band; the planner's tok/s ranks the combinations it opens),
                  OOM and planner-infeasible told as constraint violations (_results.tell), the planner's
                  veto and the proof veto (no device time), reuse of measured configs (_reuse), the
@@ -72,12 +72,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from verlsweep.record.budget import quiet_optuna  # noqa: E402
-from hydra_plugins.verlsweep_sweeper.config import GuideConfig  # noqa: E402
 
 import search_methods  # noqa: E402
 from search_landscapes import (HAND_WRITTEN, PLANNER_BASES, STEPS, WORLD, Landscape, all_configs,  # noqa: E402
                                hand_written, planner_landscape, space)
-from search_methods import METHODS, Run, guide_predictions, run_method  # noqa: E402
+from search_methods import GUIDE, METHODS, Run, guide_predictions, run_method  # noqa: E402
 
 # the race's landscapes, set before its workers fork (a throughput landscape is too big to pickle per job)
 _LANDS: dict[str, Landscape] = {}
@@ -114,8 +113,8 @@ def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--budget", type=float, default=60.0, help="device-hours per sweep")
-    parser.add_argument("--top-k", type=int, default=GuideConfig().top_k, help="hydra.sweeper.guide.top_k")
-    parser.add_argument("--draws", type=int, default=GuideConfig().draws, help="hydra.sweeper.guide.draws")
+    parser.add_argument("--top-k", type=int, default=GUIDE.top_k, help="study.guide.top_k")
+    parser.add_argument("--draws", type=int, default=GUIDE.draws, help="study.guide.draws")
     parser.add_argument("--startup-s", type=float, default=search_methods.STARTUP_S)
     parser.add_argument("--target", type=float, default=search_methods.TARGET,
                         help="done at a measured config this close to the best (0.97: within 3%%)")

@@ -22,11 +22,11 @@ from omegaconf import OmegaConf  # noqa: E402
 from verlsweep.study import guide as _guide, space as _space  # noqa: E402
 from verlsweep.common.distributions import discrete_values  # noqa: E402
 from verlsweep.common.result import PLAN_CHECK_PHASES  # noqa: E402
-from verlsweep.infer.rules import KNOBS, OFFLOADS, TP, UTIL  # noqa: E402
+from verlsweep.proofs.rules import KNOBS, OFFLOADS, TP, UTIL  # noqa: E402
 from verlsweep.plan.predictor.calibration import THROUGHPUT_CONSTANTS  # noqa: E402
 
 P_OFF, O_OFF, R_OFF = OFFLOADS          # actor params, actor optimizer, ref params
-SPACE_LINES = [f"{UTIL}=range(0.30,1.0,0.05)", f"{TP}=choice(1,2,4,8)", f"{P_OFF}=choice(true,false)",
+SPACE_LINES = [f"{UTIL}=range(0.30,0.95,0.05)", f"{TP}=choice(1,2,4,8)", f"{P_OFF}=choice(true,false)",
                f"{O_OFF}=choice(true,false)", f"{R_OFF}=choice(true,false)"]
 RECIPE = {UTIL: 0.6, TP: 2, P_OFF: True, O_OFF: True, R_OFF: True}      # docs/ascend.md, Seed recipe
 

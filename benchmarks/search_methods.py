@@ -18,11 +18,13 @@ from omegaconf import OmegaConf  # noqa: E402
 from verlsweep.record import results as _results  # noqa: E402
 from verlsweep.record.budget import quiet_optuna  # noqa: E402
 from verlsweep.study import create as _study, guide as _guide, reuse as _reuse, space as _space  # noqa: E402
-from hydra_plugins.verlsweep_sweeper.config import (BoundarySamplerConfig, GuideConfig, MedianPrunerConfig,  # noqa: E402
+from hydra_plugins.verlsweep_sweeper.config import (BoundarySamplerConfig, MedianPrunerConfig,  # noqa: E402
                                                     TPESamplerConfig, VerlSweepSweeperConf)
+from verlsweep.command.compose import compose_config  # noqa: E402
+from verlsweep.study.settings import study_config  # noqa: E402
 from verlsweep.common.names import RULED_OUT_ATTR  # noqa: E402
 from verlsweep.common.result import TrialResult  # noqa: E402
-from verlsweep.infer.evidence import proof_of_failure  # noqa: E402
+from verlsweep.proofs.evidence import proof_of_failure  # noqa: E402
 from verlsweep.study.failures import FailureWatch  # noqa: E402
 from verlsweep.study_link import pruner_from_spec  # noqa: E402
 
@@ -40,6 +42,8 @@ MAX_ASKS = 200                 # proposals per run (reused and vetoed ones cost 
 # trial rules refuse (outcome config_error, told FAIL: verlsweep/task.py) is one only where a rule names
 # a key the sweep does not sweep (FailureWatch.failed)
 MAX_CONSECUTIVE_FAILURES = VerlSweepSweeperConf().max_consecutive_failures
+# the guide's settings as a sweep of verlsweep's task has them (conf/study/default.yaml)
+GUIDE = study_config(compose_config([])).guide
 # the guide's predictions per (landscape name, seed), computed once for both guided methods
 # (search_efficiency.py fills it before the race's workers fork; absent: computed in the run)
 GUIDED: dict[tuple[str, int], list] = {}
@@ -114,7 +118,7 @@ def _drive(study: optuna.Study, land: Landscape, sp: _space.SearchSpace, target:
             vetoed += 1
             continue
         if infer and proof_of_failure(study.get_trials(deepcopy=False), trial.params) is not None:
-            # the sweeper's proof veto (hydra.sweeper.infer): told infeasible, nothing launched
+            # the sweeper's proof veto (study.proofs): told infeasible, nothing launched
             trial.set_user_attr(RULED_OUT_ATTR, 0)
             _results.tell(study, trial, None, ["objective"], result=TrialResult("infeasible"))
             vetoed += 1
@@ -175,8 +179,9 @@ def guide_predictions(land: Landscape, seed: int, draws: int) -> list[_guide.Pre
     if (sp.size() or 0) > _guide.MAX_CANDIDATES:
         index = {land.key(p): i for i, p in enumerate(planned.params)}
         picked = [index[land.key({k: sp.value(k, v) for k, v in p.items()})] for p in _guide.candidates(sp, seed)]
-        planned = replace(planned, params=[planned.params[i] for i in picked], inputs=[planned.inputs[i] for i in picked])
-    return _guide.predict(planned, draws, GuideConfig().error, seed)
+        planned = replace(planned, params=[planned.params[i] for i in picked],
+                          inputs=[planned.inputs[i] for i in picked])
+    return _guide.predict(planned, draws, GUIDE.error, seed)
 
 
 def run_method(method: str, land: Landscape, seed: int, budget: float, top_k: int, draws: int) -> Run:
@@ -185,7 +190,8 @@ def run_method(method: str, land: Landscape, seed: int, budget: float, top_k: in
     if method in ("verlsweep", "tpe+guide"):
         predictions = guide_predictions(land, seed, draws)
         if method == "verlsweep":
-            # hydra/sweeper/sampler/boundary as _study.build_sampler makes it, the guide's prior as verlsweep/study/loop.py sets it
+            # hydra/sweeper/sampler/boundary as _study.build_sampler makes it, the guide's prior as
+            # verlsweep/study/verl_hooks.py sets it
             sampler = _study.build_sampler(OmegaConf.structured(BoundarySamplerConfig(seed=seed)), sp)
             if predictions:
                 sampler.prior = _guide.prior(predictions, sp)

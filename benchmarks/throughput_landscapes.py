@@ -4,11 +4,11 @@
 Each is the second stage of a chained sweep: the same composed recipe and hidden calibration errors
 as the memory-space planner landscape of that name (search_landscapes.PLANNER_BASES; the same seed
 draws the same errors), started from the best config of that memory landscape's hidden truth (what
-a finished memory sweep hands on with hydra.sweeper.from_study: util, TP and offloads become fixed
+a finished memory sweep hands on with study.from_study: util, TP and offloads become fixed
 overrides of every trial, verlsweep/study/chain.py). The space is the throughput file's params as the
 sweeper reads them (composed with space=throughput, `${verlsweep.sp_choices:}` resolved for the
 recipe's hardware x model); the recipe (trial 0) is the composed config's own values of them
-(hydra.sweeper.enqueue_recipe, verlsweep.study.enqueue.recipe).
+(study.enqueue_recipe, verlsweep.study.enqueue.recipe).
 
 Every config of the space is either refused before launch by the trial rules
 (verlsweep.command.rules.check_rules, which the task runs before anything launches: outcome

@@ -65,10 +65,11 @@ SEARCH_SPACE = textwrap.dedent('''
       sweeper:
         n_trials: {trials}
         n_jobs: 1
-        enqueue_recipe: false
         max_consecutive_failures: {trials}
         params:
           verl.actor_rollout_ref.rollout.gpu_memory_utilization: interval(0.3, 0.9)
+    study:
+      enqueue_recipe: false
 ''')
 
 

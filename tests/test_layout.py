@@ -33,10 +33,10 @@ ALLOWED = {
     "study_link": {"common"},
     "reconcile": {"common", "trial", "tracking", "study_link"},
     "record": {"common", "reconcile"},
-    "report": {"common", "infer", "tracking", "study_link", "reconcile", "record"},
-    "infer": {"common"},
+    "report": {"common", "proofs", "tracking", "study_link", "reconcile", "record"},
+    "proofs": {"common"},
     # orchestrates the sweep; nothing in verlsweep imports it (only hydra_plugins does)
-    "study": {"common", "command", "plan", "infer", "tracking", "reconcile", "record", "report", "study_link"},
+    "study": {"common", "command", "plan", "proofs", "tracking", "reconcile", "record", "report", "study_link"},
 }
 
 

@@ -295,14 +295,14 @@ def test_the_process_identity_is_written_where_a_later_sweep_reads_it(tmp_path):
 def test_a_resumed_study_continues_its_one_parent_run_unless_a_new_one_is_asked_for(store):
     from omegaconf import open_dict
 
-    from verlsweep.study import parent_run as _tracking
+    from verlsweep.tracking import sweep_run as _tracking
     from verlsweep.command.compose import compose_config
 
     cfg = compose_config([f"tracking.uri={store}"])
     client = MlflowClient(store)
 
     def start(session: str, others_alive: bool = False) -> str:
-        return _tracking.start_parent_run(cfg, "s", {}, sampler="TPESampler", sweep_name=None, session=session,
+        return _tracking.open_sweep_run(cfg, "s", {}, sampler="TPESampler", sweep_name=None, session=session,
                                           others_alive=others_alive).parent
 
     def run(run_id: str):
@@ -312,7 +312,7 @@ def test_a_resumed_study_continues_its_one_parent_run_unless_a_new_one_is_asked_
     assert start("B") == first
     assert run(first).info.status == "RUNNING"
     assert run(first).data.tags["sweep.resumes"] == "1" and run(first).data.tags[_tracking.KILLED_FOUND_BY_TAG] == "B"
-    _tracking.finish_parent_run(_tracking.Tracking(client, run(first).info.experiment_id, first), "FINISHED", False)
+    _tracking.close_sweep_run(_tracking.Tracking(client, run(first).info.experiment_id, first), "FINISHED", False)
     assert run(first).info.status == "FINISHED"
     assert start("C") == first and run(first).info.status == "RUNNING"
     assert run(first).data.tags["sweep.resumes"] == "2"

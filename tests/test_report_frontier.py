@@ -7,7 +7,7 @@ import optuna
 import pytest
 from optuna.distributions import CategoricalDistribution, FloatDistribution
 
-from verlsweep.infer.rules import OFFLOADS, TP, UTIL
+from verlsweep.proofs.rules import OFFLOADS, TP, UTIL
 from verlsweep.report.data import Row, Sweep
 from verlsweep.report.frontier import Region, combos, phase_of, reason, region_text, util_grid
 

@@ -1,7 +1,7 @@
-"""verlsweep.study.loop.compose_shape: which trials compose before their launch (one per shape)."""
+"""verlsweep.study.verl_hooks.compose_shape: which trials compose before their launch (one per shape)."""
 from __future__ import annotations
 
-from verlsweep.study.loop import compose_shape
+from verlsweep.study.verl_hooks import compose_shape
 
 UTIL = "verl.actor_rollout_ref.rollout.gpu_memory_utilization"
 CHOICES = {"algorithm": "grpo", "hardware": "a2_64g", "runner": "estimate"}

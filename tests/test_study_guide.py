@@ -5,7 +5,7 @@ from dataclasses import fields
 
 import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from omegaconf import open_dict
+from omegaconf import OmegaConf, open_dict
 
 from verlsweep.study import guide as _guide, space as _space
 from verlsweep.command.compose import compose_config
@@ -16,7 +16,7 @@ UTIL = "verl.actor_rollout_ref.rollout.gpu_memory_utilization"
 TP = "verl.actor_rollout_ref.rollout.tensor_model_parallel_size"
 P_OFF = "verl.actor_rollout_ref.actor.fsdp_config.param_offload"
 O_OFF = "verl.actor_rollout_ref.actor.fsdp_config.optimizer_offload"
-SPACE = [f"{UTIL}=range(0.30,1.0,0.05)", f"{TP}=choice(1,2,4,8)", f"{P_OFF}=choice(true,false)",
+SPACE = [f"{UTIL}=range(0.30,0.95,0.05)", f"{TP}=choice(1,2,4,8)", f"{P_OFF}=choice(true,false)",
          f"{O_OFF}=choice(true,false)"]
 
 
@@ -85,7 +85,7 @@ def test_the_sweeps_guide_settings_reach_the_guide():
     cfg = compose_config(["hardware=a3_64g", "model=qwen3_8b", "algorithm=grpo"])
     sp = _space_of(SPACE)
     with open_dict(cfg):
-        cfg.hydra = {"sweeper": {"guide": {"top_k": 3, "draws": 0, "error": 0.2}}}
+        cfg.study.guide = {"top_k": 3, "draws": 0, "error": 0.2}
     assert _guide.entries(cfg, sp, top_k=3) == _guide.entries(cfg, sp, top_k=3, draws=0)
     assert _guide.entries(cfg, sp, top_k=3) != _guide.entries(cfg, sp, top_k=3, draws=32)
 
@@ -132,11 +132,19 @@ def test_the_guides_prior_gives_the_boundary_sampler_the_planners_tok_s_of_feasi
     assert entries == _guide.entries(cfg, sp, top_k=3, draws=0)
 
 
-def test_the_plugins_guide_defaults_are_the_librarys():
-    """hydra.sweeper.guide's dataclass repeats guide.DRAWS/ERROR (the plugin's config must not import optuna)."""
-    from hydra_plugins.verlsweep_sweeper.config import GuideConfig
+def test_the_guides_defaults_are_written_once_in_the_study_node():
+    """study.guide's values are conf/study/default.yaml's alone: the guide reads them from the config, the
+    typed node has no defaults of its own, and the sweeper's config no guide key."""
+    from dataclasses import fields as dataclass_fields
 
-    assert (GuideConfig.draws, GuideConfig.error) == (_guide.DRAWS, _guide.ERROR)
+    from hydra_plugins.verlsweep_sweeper.config import VerlSweepSweeperConf
+    from verlsweep.study.settings import GuideConfig
+
+    cfg = compose_config([])
+    assert (cfg.study.guide.draws, cfg.study.guide.error) == (32, 0.2)
+    assert not hasattr(_guide, "DRAWS") and not hasattr(_guide, "ERROR")
+    assert all(OmegaConf.is_missing(OmegaConf.structured(GuideConfig), f.name) for f in dataclass_fields(GuideConfig))
+    assert "guide" not in {f.name for f in dataclass_fields(VerlSweepSweeperConf)}
 
 
 def test_edge_probes_are_ranked_only_where_the_planner_predicts_nothing_to_fit():

@@ -1,8 +1,10 @@
-"""Other Hydra apps than ours, and hydra-optuna-sweeper's config language (verlsweep.study.app and
+"""Other Hydra apps than ours, and hydra-optuna-sweeper's config language (verlsweep.study.hooks and
 peer_compat; in-process, fast). Whole sweeps of the peer's apps: tests/e2e/test_peer_apps.py."""
 from __future__ import annotations
 
 import logging
+from pathlib import Path
+from types import SimpleNamespace
 
 import optuna
 import pytest
@@ -16,32 +18,37 @@ from verlsweep import CONF_DIR
 from verlsweep.command import config_store
 from verlsweep.command.hydra_compose import compose_dir
 from verlsweep.record.results import Told
-from verlsweep.study import app, peer_compat
+from verlsweep.study import hooks, peer_compat, verl_hooks
 from verlsweep.study import space as _space
+from verlsweep.study.settings import study_config
 from verlsweep.study.space import SearchSpaceError
 
 
-def parse(*lines: str, stop_included: bool) -> _space.SearchSpace:
-    return _space.parse(list(lines), OverridesParser.create(), stop_included=stop_included)
+APP = hooks.AppHooks(OmegaConf.create({"x": 1}), Path("sweep"))     # any Hydra app's
+
+
+def parse(*lines: str) -> _space.SearchSpace:
+    return _space.parse(list(lines), OverridesParser.create())
 
 
 def test_our_root_config_is_our_own_task_and_an_app_with_a_trial_key_is_not():
     config_store.register()
-    assert app.is_own_task(compose_dir(CONF_DIR, "sweep", [], return_hydra_config=True))
+    assert hooks.is_own_task(compose_dir(CONF_DIR, "sweep", [], return_hydra_config=True))
     other = OmegaConf.create({"x": 1, "trial": {"number": 3}, "tracking": {"enabled": True},
                               "hydra": {"job": {"name": "sphere"}}})
-    assert not app.is_own_task(other)
-    assert app.study_name(other, parse("x=range(1,3)", stop_included=True)).startswith("sphere.")
+    assert not hooks.is_own_task(other)
+    assert hooks.AppHooks(other, Path("sweep")).study_name(parse("x=range(1,3)")).startswith("sphere.")
 
 
-@pytest.mark.parametrize("line, ours, theirs", [
-    ("x=range(1,3)", IntDistribution(1, 2), IntDistribution(1, 3)),
-    ("x=range(-5.5, 5.5, step=0.5)", FloatDistribution(-5.5, 5.0, step=0.5), FloatDistribution(-5.5, 5.5, step=0.5)),
-    ("x=range(0, 5, step=2)", IntDistribution(0, 4, step=2), IntDistribution(0, 4, step=2)),   # 5 is off the steps
+@pytest.mark.parametrize("line, dist", [
+    ("x=range(1,3)", IntDistribution(1, 3)),
+    ("x=range(-5.5, 5.5, step=0.5)", FloatDistribution(-5.5, 5.5, step=0.5)),
+    ("x=range(0, 5, step=2)", IntDistribution(0, 4, step=2)),   # 5 is off the steps
+    ("x=shuffle(range(1,3))", CategoricalDistribution([1, 2, 3])),
 ])
-def test_range_excludes_its_stop_for_our_task_and_includes_it_for_other_apps(line, ours, theirs):
-    assert parse(line, stop_included=False).distributions["x"] == ours
-    assert parse(line, stop_included=True).distributions["x"] == theirs
+def test_range_includes_its_stop_for_every_app_as_hydra_optuna_sweeper_reads_it(line, dist):
+    got = parse(line).distributions["x"]
+    assert (sorted(got.choices) == sorted(dist.choices)) if isinstance(dist, CategoricalDistribution) else got == dist
 
 
 def test_the_deprecated_search_space_becomes_distributions_with_a_deprecation_line(caplog):
@@ -53,7 +60,7 @@ def test_the_deprecated_search_space_becomes_distributions_with_a_deprecation_li
     assert got == {"x": FloatDistribution(-5.5, 5.5, step=0.5), "n": IntDistribution(1, 100, log=True),
                    "c": CategoricalDistribution(["a", "b"])}
     assert "DeprecationWarning" in caplog.text and "hydra.sweeper.params" in caplog.text
-    space = parse("x=0", "c=choice(a)", stop_included=True)
+    space = parse("x=0", "c=choice(a)")
     peer_compat.add_legacy(space, got)            # params and the command line win
     assert set(space.distributions) == {"c", "n"} and space.fixed == {"x": "0"}
 
@@ -72,24 +79,27 @@ def test_a_bad_search_space_entry_says_what_to_write():
 
 def test_other_apps_get_tpe_for_our_boundary_sampler_and_nsga_iis_own_population():
     boundary = OmegaConf.structured(BoundarySamplerConfig(seed=7))
-    assert peer_compat.sampler(boundary, own=True) is boundary
-    inner = peer_compat.sampler(boundary, own=False)
-    assert inner._target_ == "optuna.samplers.TPESampler" and inner.seed == 7
+    assert hooks.sampler_config(boundary, verl_hooks.OWN_POPULATION) == OmegaConf.to_container(boundary)
+    inner = hooks.AppHooks.sampler(APP, boundary)
+    assert inner["_target_"] == "optuna.samplers.TPESampler" and inner["seed"] == 7
     nsga = OmegaConf.structured(NSGAIISamplerConfig)
-    assert peer_compat.sampler(nsga, own=False).population_size == 50
-    assert peer_compat.sampler(nsga, own=True).population_size == 10
+    assert hooks.AppHooks.sampler(APP, nsga)["population_size"] == 50
+    assert hooks.sampler_config(nsga, verl_hooks.OWN_POPULATION)["population_size"] == 10
 
 
 def test_cmaes_without_its_package_is_refused_naming_the_extra(monkeypatch):
-    monkeypatch.setattr(peer_compat.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(hooks.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(SearchSpaceError, match=r"verlsweep\[cmaes\]"):
-        peer_compat.sampler(OmegaConf.structured(CmaEsSamplerConfig), own=False)
+        hooks.AppHooks.sampler(APP, OmegaConf.structured(CmaEsSamplerConfig))
 
 
 def test_a_returned_tuple_needs_no_objectives_for_other_apps_but_ours_must_name_them():
-    assert peer_compat.objectives(["minimize", "minimize"], None, own=False) == ["objective", "value_1"]
-    assert peer_compat.objectives(["maximize", "minimize"], None, own=True) == ["objective"]
-    assert peer_compat.objectives(["maximize"], ["objective"], own=True) == ["objective"]
+    assert hooks.AppHooks.objectives(APP, ["minimize", "minimize"]) == ["objective", "value_1"]
+    config_store.register()
+    ours = SimpleNamespace(settings=study_config(compose_dir(CONF_DIR, "sweep", [])))
+    assert verl_hooks.VerlHooks.objectives(ours, ["maximize", "minimize"]) == ["objective"]
+    ours = SimpleNamespace(settings=study_config(compose_dir(CONF_DIR, "sweep", ["study.objectives=[objective]"])))
+    assert verl_hooks.VerlHooks.objectives(ours, ["maximize"]) == ["objective"]
 
 
 def test_max_failure_rate_is_the_share_of_failed_trials_in_a_batch():
@@ -121,8 +131,8 @@ def test_the_cmaes_group_builds_optunas_cma_es_sampler_when_its_package_is_there
     pytest.importorskip("cmaes")
     from verlsweep.study.create import build_sampler
 
-    cfg = peer_compat.sampler(OmegaConf.structured(CmaEsSamplerConfig(seed=1)), own=False)
-    assert isinstance(build_sampler(cfg, parse("x=interval(0, 1)", stop_included=True)), optuna.samplers.CmaEsSampler)
+    cfg = hooks.AppHooks.sampler(APP, OmegaConf.structured(CmaEsSamplerConfig(seed=1)))
+    assert isinstance(build_sampler(cfg, parse("x=interval(0, 1)")), optuna.samplers.CmaEsSampler)
 
 
 def test_the_peers_tpe_keys_reach_optunas_tpe_sampler():
@@ -136,6 +146,7 @@ def test_the_peers_tpe_keys_reach_optunas_tpe_sampler():
     for node in (TPESamplerConfig, MOTPESamplerConfig):
         cfg = OmegaConf.merge(OmegaConf.structured(node), {k: v for k, v in peer.items() if hasattr(node, k)})
         with pytest.warns(FutureWarning, match="consider_prior"):   # Optuna's own deprecation, passed on
-            sampler = build_sampler(peer_compat.sampler(cfg, own=False), parse("x=interval(0, 1)", stop_included=True))
+            sampler = build_sampler(hooks.AppHooks.sampler(APP, cfg), parse("x=interval(0, 1)"))
         estimator = sampler._parzen_estimator_parameters
-        assert (estimator.prior_weight, estimator.consider_magic_clip, estimator.consider_endpoints) == (2.0, False, True)
+        assert (estimator.prior_weight, estimator.consider_magic_clip,
+                estimator.consider_endpoints) == (2.0, False, True)

@@ -1,6 +1,6 @@
-"""The Hydra side of the sweep: Sweeper.setup/sweep, the search space from Hydra's overrides, and each
-batch of jobs handed to the configured Hydra launcher. The sweep itself (ask -> run -> tell -> outputs)
-is verlsweep.study.loop; this module gives it what only Hydra has (verlsweep.study.loop.Hydra).
+"""The Hydra side of the sweep: the settings read once, Sweeper.setup/sweep, the search space from Hydra's
+overrides, the app's hooks chosen, and each batch of jobs handed to the configured Hydra launcher. The sweep
+itself (ask -> run -> tell -> outputs) is verlsweep.study.loop; this module gives it what only Hydra has.
 
 Follows the Sweeper API as Hydra's BasicSweeper uses it (hydra/_internal/core_plugins/
 basic_sweeper.py: the launcher from Plugins.instance().instantiate_launcher, validate_batch_is_legal
@@ -13,8 +13,9 @@ import copy
 import sys
 import time
 import traceback
+from dataclasses import fields
 from pathlib import Path
-from typing import Any, List, Optional, Sequence
+from typing import Any, List, Mapping, NoReturn, Sequence
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.plugins import Plugins
@@ -22,11 +23,20 @@ from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
+from hydra_plugins.verlsweep_sweeper.config import VerlSweepSweeperConf
+from verlsweep.command.overrides import flatten
+from verlsweep.command.suggest import did_you_mean
+from verlsweep.common import moved_keys
 from verlsweep.common.errors import ConfigError, Problem, full_traceback_wanted
-from verlsweep.study import app, chain, create, inflight, peer_compat, space as _space, subsets
-from verlsweep.study_link import absolute_storage_url
-from verlsweep.study.loop import Hydra, Loop, Settings, SweepStopped
+from verlsweep.common.typed_config import to_dataclass
+from verlsweep.study import create, inflight, peer_compat, space as _space
+from verlsweep.study.hooks import AppHooks, TaskHooks, is_own_task
+from verlsweep.study.loop import Loop, Search, SweepStopped
 from verlsweep.study.space import SearchSpaceError
+from verlsweep.study.verl_hooks import Hydra, VerlHooks
+from verlsweep.study_link import absolute_storage_url
+
+KEY = "hydra.sweeper"
 
 
 class FixedConfigError(ConfigError):
@@ -39,38 +49,53 @@ class FixedConfigError(ConfigError):
                      f"config no param varies), no study or trial started:\n{lines}",)
 
 
+def _refuse(exc: Exception) -> NoReturn:
+    """An input error ends the sweep with its message alone, exit 2; a sweep that ran and stopped, exit 1
+    (as a single run of sweep.py does). HYDRA_FULL_ERROR=1 adds the traceback, the exit status stays."""
+    sys.stdout.flush()
+    if full_traceback_wanted():
+        traceback.print_exc()
+    sys.stderr.write(f"verlsweep: {exc}\n")
+    sys.stderr.flush()
+    raise SystemExit(1 if isinstance(exc, SweepStopped) else 2) from None
+
+
+def settings_from(kwargs: Mapping[str, Any]) -> VerlSweepSweeperConf:
+    """hydra.sweeper as Hydra hands it to the sweeper, read once into its frozen config dataclass. A key that
+    moved (verlsweep.common.moved_keys) or is unknown, or a value of the wrong type, exits 2 naming it:
+    nothing has been created yet."""
+    try:
+        # interpolations resolve in the composed config (${verlsweep.tp_choices:} reads hardware and model)
+        given = {k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v
+                 for k, v in kwargs.items()}
+    except Exception as exc:  # noqa: BLE001 - OmegaConf's message names the key that does not resolve
+        _refuse(SearchSpaceError([Problem(KEY, None, f"values that resolve ({exc})")]))
+    known = [f.name for f in fields(VerlSweepSweeperConf)]
+    problems: list[Problem] = []
+    for name, value in given.items():
+        if name in known:
+            continue
+        if moved_keys.new_spelling(f"{KEY}.{name}") is None:
+            problems.append(Problem(f"{KEY}.{name}", value, f"a key of {KEY}{did_you_mean(name, known)}"))
+        else:         # each key a config file sets under a moved node, named as the user wrote it
+            nested = isinstance(value, dict) and value
+            leaves = flatten({name: value}, f"{KEY}.") if nested else {f"{KEY}.{name}": value}
+            problems += moved_keys.problems(leaves.items())
+    if problems:
+        _refuse(SearchSpaceError(problems))
+    try:
+        return to_dataclass(VerlSweepSweeperConf, given, KEY)
+    except ConfigError as exc:
+        _refuse(exc)
+
+
 class VerlSweepImpl(Sweeper):
-    def __init__(self, sampler: DictConfig, pruner: DictConfig, direction: Any, objectives: Sequence[str],
-                 storage: Optional[str], study_name: Optional[str], n_trials: int, n_jobs: int,
-                 timeout: Optional[float], max_consecutive_failures: int, params: Optional[DictConfig],
-                 enqueue: Sequence[Any], enqueue_recipe: bool, heartbeat_interval: int,
-                 grace_period: Optional[int], long_run: DictConfig, remeasure: bool = False,
-                 guide: Optional[DictConfig] = None, infer: bool = True, max_failure_rate: Optional[float] = None,
-                 custom_search_space: Optional[str] = None, search_space: Optional[DictConfig] = None,
-                 schedule: str = "auto", devices_per_trial: Optional[int] = None,
-                 from_study: Optional[str] = None, report: bool = True) -> None:
-        self.schedule = str(schedule)       # verlsweep.study.inflight.choose resolves it against the launcher
-        self.devices_per_trial = devices_per_trial
-        self.direction = direction
-        self.params = params
-        self.search_space = search_space
-        self.long_run = long_run
-        self.from_study = from_study
-        self.settings = Settings(
-            sampler=sampler, pruner=pruner, objectives=list(objectives or []), storage=storage, study_name=study_name,
-            n_trials=int(n_trials), n_jobs=int(n_jobs), timeout=timeout,
-            max_consecutive_failures=int(max_consecutive_failures),
-            enqueue=[OmegaConf.to_container(e, resolve=True) if OmegaConf.is_config(e) else dict(e)
-                     for e in (enqueue or [])],
-            enqueue_recipe=None if enqueue_recipe is None else bool(enqueue_recipe),
-            heartbeat_interval=int(heartbeat_interval),
-            grace_period=grace_period, remeasure=bool(remeasure),
-            guide_top_k=int((guide or {}).get("top_k", 0) or 0), infer=bool(infer),
-            max_failure_rate=max_failure_rate, custom_search_space=custom_search_space, report=bool(report))
-        self.hydra_context: Optional[HydraContext] = None
+    def __init__(self, settings: VerlSweepSweeperConf) -> None:
+        self.settings = settings
+        self.hydra_context: HydraContext | None = None
         self._group_dirs: dict[str, list[str]] = {}      # config group dirs under each group dir ("": top)
-        self.config: Optional[DictConfig] = None
-        self.launcher = None
+        self.config: DictConfig | None = None
+        self.launcher: Any = None
 
     # --- Sweeper API -------------------------------------------------------------------------------
 
@@ -82,26 +107,22 @@ class VerlSweepImpl(Sweeper):
         self.sweep_dir = Path(str(config.hydra.sweep.dir))
 
     def sweep(self, arguments: List[str]) -> None:
-        """Errors of the user's input end the sweep with their message alone, exit 2; a sweep that ran
-        and stopped, exit 1 (as a single run of sweep.py does). HYDRA_FULL_ERROR=1 keeps the traceback."""
         try:
             self._sweep(arguments)
         except (SearchSpaceError, ConfigError, SweepStopped) as exc:
-            sys.stdout.flush()
-            if full_traceback_wanted():     # adds the traceback; the exit status stays the same
-                traceback.print_exc()
-            sys.stderr.write(f"verlsweep: {exc}\n")
-            sys.stderr.flush()
-            raise SystemExit(1 if isinstance(exc, SweepStopped) else 2) from None
+            _refuse(exc)
 
     def _sweep(self, arguments: List[str]) -> None:
         assert self.config is not None and self.hydra_context is not None and self.launcher is not None
         started = time.monotonic()
-        loop = Loop(self.settings, self.config, self.sweep_dir,
-                    Hydra(run_batch=self._run_batch, validate=self._validate, compose_trial=self._compose_trial,
-                          compose_launch=self._compose_launch, check_fixed=self._check_fixed))
-        space, directions, params_fixed = self._prepare(arguments)
-        loop.run(space, directions, params_fixed, started)
+        # the app is chosen here, once: the loop never asks which it runs
+        hooks: TaskHooks = AppHooks(self.config, self.sweep_dir)
+        if is_own_task(self.config):
+            hooks = VerlHooks(self.config, self.sweep_dir, Hydra(
+                validate=self._validate, compose_trial=self._compose_trial, compose_launch=self._compose_launch,
+                check_fixed=self._check_fixed))
+        search = self._search(arguments, hooks)
+        Loop(self.settings, hooks, self.config, self.sweep_dir, self._run_batch).run(search, started)
 
     def _run_batch(self, batch: list[list[str]], initial_job_idx: int) -> Sequence[Any]:
         """One JobReturn per job, from the configured Hydra launcher."""
@@ -112,50 +133,42 @@ class VerlSweepImpl(Sweeper):
 
     # --- composing Hydra overrides ----------------------------------------------------------------------
 
-    def _prepare(self, arguments: List[str]) -> tuple[_space.SearchSpace, list[str], list[str]]:
-        """Everything that can be wrong with the sweep, found before a study or trial exists. Returns
-        the space, the directions and the params' plain values the command line does not set."""
+    def _search(self, arguments: List[str], hooks: TaskHooks) -> Search:
+        """Everything that can be wrong with the sweep, found before a study or trial exists."""
+        assert self.config is not None and self.hydra_context is not None
         s = self.settings
         problems: list[Problem] = []
         if s.n_trials < 1:
-            problems.append(Problem("hydra.sweeper.n_trials", s.n_trials, "a positive integer"))
+            problems.append(Problem(f"{KEY}.n_trials", s.n_trials, "a positive integer"))
         if s.n_jobs < 1:
-            problems.append(Problem("hydra.sweeper.n_jobs", s.n_jobs, "a positive integer"))
-        own = app.is_own_task(self.config)
+            problems.append(Problem(f"{KEY}.n_jobs", s.n_jobs, "a positive integer"))
         problems += peer_compat.check_rate(s.max_failure_rate)
-        s.objectives = peer_compat.objectives(self.direction, s.objectives, own)
-        s.schedule, refused = inflight.choose(self.schedule, s.n_jobs, type(self.launcher))
+        schedule, refused = inflight.choose(s.schedule, s.n_jobs, type(self.launcher))
         problems += refused
-        directions, _ = create.directions_and_objectives(self.direction, s.objectives)
+        directions, objectives = create.directions_and_objectives(s.direction, hooks.objectives)
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
-        params = OmegaConf.to_container(self.params, resolve=True) if self.params else {}
-        if self.from_study:      # the source's best params first: this sweep's params and command line win
-            cwd = Path(str(OmegaConf.select(self.config, "hydra.runtime.cwd", default=".")))
-            link = chain.resolve(str(self.from_study), absolute_storage_url(str(s.storage), cwd) if s.storage
-                                 else None, cwd)
-            params = {**link.overrides(), **params}
-            s.chained_from = link.to_attr()
+        cwd = Path(str(OmegaConf.select(self.config, "hydra.runtime.cwd", default=".")))
+        storage = absolute_storage_url(str(s.storage), cwd) if s.storage else None
+        params = {**hooks.params(storage, cwd), **(s.params or {})}
         lines = [f"{k}={v}" for k, v in params.items()]
-        space = _space.parse(lines + list(arguments), parser, stop_included=not own)
-        peer_compat.add_legacy(space, peer_compat.legacy_search_space(self.search_space, self.params))
+        space = _space.parse(lines + list(arguments), parser)
+        peer_compat.add_legacy(space, peer_compat.legacy_search_space(s.search_space, s.params))
         if not space.distributions:
             problems.append(Problem(_space.PARAMS_KEY, space.fixed or None,
                                     "at least one swept param (choice/range/interval), e.g. space=rollout_memory"))
         problems += _space.check(space, self.config, self._group_options)
-        groups, refused = subsets.plan(self.config, self.devices_per_trial, s.n_jobs, space.distributions, s.schedule)
-        problems += refused
-        if groups is not None:
-            s.trial_overrides, s.slot_overrides = groups.shared(), [groups.slot(i) for i in range(s.n_jobs)]
+        problems += hooks.check(space, s.n_jobs, schedule)
         if problems:
             raise SearchSpaceError(problems)
         given = {a.split("=", 1)[0] for a in arguments}
         params_fixed = [f"{k}={v}" for k, v in space.fixed.items() if k in params and k not in given]
-        return space, directions, params_fixed
+        return Search(space, directions, objectives, params_fixed, schedule)
 
     def _group_options(self, key: str) -> list[str]:
         """The options of config group `key` ([] when it is not one). Each question to Hydra's config
         loader copies its whole repository (a tenth of a second here), and most swept or fixed keys are
         plain config keys: a key is looked up only where every parent of its path is a group."""
+        assert self.hydra_context is not None
         path = key.replace(".", "/")
         parent = ""
         for part in path.split("/"):
@@ -168,6 +181,7 @@ class VerlSweepImpl(Sweeper):
             return []
 
     def _groups_under(self, parent: str) -> list[str]:
+        assert self.hydra_context is not None
         if parent not in self._group_dirs:
             try:
                 self._group_dirs[parent] = list(self.hydra_context.config_loader.list_groups(parent))
@@ -180,6 +194,7 @@ class VerlSweepImpl(Sweeper):
         as a trial would be: a missing model or data dir stops the sweep here, not in each trial."""
         from verlsweep import task
 
+        assert self.config is not None and self.hydra_context is not None
         # a job's overrides are the command line's and the params' plain values together (space.fixed):
         # composing with the params' alone would drop the command line (e.g. runner=estimate)
         cfg = (self.hydra_context.config_loader.load_sweep_config(self.config, space.overrides({}))
@@ -192,16 +207,15 @@ class VerlSweepImpl(Sweeper):
 
     def _compose_trial(self, overrides: list[str]) -> DictConfig:
         """The config a job with these overrides gets, as Hydra's run_job hands it to the task."""
+        assert self.config is not None and self.hydra_context is not None
         cfg = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
         with read_write(cfg), open_dict(cfg):
             del cfg["hydra"]
         return cfg
 
     def _compose_launch(self, overrides: list[str]) -> str:
-        """best_launch.sh: the trial's overrides and the long-run steps, prepared as a trial is."""
+        """best_launch.sh's command: a job with these overrides, prepared as a trial is."""
         from verlsweep.prepare import prepare
 
-        long = [*map(str, self.long_run.overrides), f"trial.steps={int(self.long_run.steps)}"]
-        cfg = self._compose_trial([*overrides, *long])
         # dry: paths missing here say nothing about the node; the script's variables name them there
-        return prepare(cfg, dry=True, overrides=[]).launch_script()
+        return prepare(self._compose_trial(overrides), dry=True, overrides=[]).launch_script()

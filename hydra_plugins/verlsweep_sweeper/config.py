@@ -1,9 +1,12 @@
 """Config of the `verlsweep` sweeper (`hydra/sweeper: verlsweep`) and its sampler/pruner groups.
 
-Key names follow hydra-optuna-sweeper where the concept is the same (n_trials, n_jobs, storage,
-study_name, sampler, direction, params; its config.py in hydra's plugins/hydra_optuna_sweeper) so its
-users feel at home; the rest is ours. Registered at import: Hydra imports this module while it scans
-the `hydra_plugins` namespace for plugins, before it composes the config.
+`hydra.sweeper` holds what any Hydra app's sweep reads: hydra-optuna-sweeper's keys under its names (its
+config.py in hydra's plugins/hydra_optuna_sweeper: sampler, direction, storage, study_name, n_trials,
+n_jobs, max_failure_rate, params, custom_search_space, the deprecated search_space) and what the sweep
+loop needs for any app (schedule, timeout, max_consecutive_failures, enqueue, remeasure,
+heartbeat_interval, grace_period). What only verlsweep's own task reads is the task's `study` node
+(conf/study/default.yaml). Registered at import: Hydra imports this module while it scans the
+`hydra_plugins` namespace for plugins, before it composes the config.
 
 Nothing here imports optuna: Hydra imports every plugin module on every run, sweeps or not.
 """
@@ -13,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING
+from omegaconf import MISSING, OmegaConf
 
 from verlsweep.command import resolvers
 
@@ -73,8 +76,8 @@ class NSGAIISamplerConfig:
 
     _target_: str = "optuna.samplers.NSGAIISampler"
     seed: Optional[int] = None
-    # null: 10 for verlsweep's own task (Optuna's 50 would make a 30-trial verl sweep pure random),
-    # 50 for another app, as Optuna and hydra-optuna-sweeper have it (verlsweep.study.peer_compat)
+    # null: the app's hooks choose: 50 for any app, as Optuna and hydra-optuna-sweeper have it; 10 for
+    # verlsweep's own task, where Optuna's 50 would make a 30-trial verl sweep pure random (verlsweep.study.hooks)
     population_size: Optional[int] = None
     mutation_prob: Optional[float] = None
     crossover_prob: float = 0.9
@@ -119,11 +122,11 @@ class MOTPESamplerConfig:
 
 @dataclass
 class BoundarySamplerConfig:
-    """What finished trials prove (verlsweep.infer): bisects the util band of the best TP/offload
+    """What finished trials prove (verlsweep.proofs): bisects the util band of the best TP/offload
     combinations and opens new ones, never proposing a config proven to fail; params outside the
     rollout-memory knobs, and other spaces, go to the inner TPE (benchmarks/search_efficiency.py)."""
 
-    _target_: str = "verlsweep.infer.sampler.BoundarySampler"
+    _target_: str = "verlsweep.proofs.sampler.BoundarySampler"
     seed: Optional[int] = None
     # combinations measured within this fraction of the best get their band above the highest fit bisected
     margin: float = 0.1
@@ -179,43 +182,11 @@ class NopPrunerConfig:
 
 
 # --- the sweeper ---------------------------------------------------------------------------------
+# What any Hydra app's sweep reads, as hydra-optuna-sweeper's OptunaSweeperConf has it, and what the loop
+# itself needs. What only verlsweep's own task reads is in the task's `study` node (conf/study/default.yaml).
 
 
-@dataclass
-class LongRunConfig:
-    """How best_launch.sh turns the best trial into the real training run."""
-
-    # steps of the seed recipe's reported run (run_qwen3_8b_remax_fsdp_npu.sh: 60 steps;
-    # docs/ascend.md, Seed recipe)
-    steps: int = 60
-    # a trial switches checkpoints, validation and resume off; the long run wants them back (verl's
-    # example scripts use save_freq=20, test_freq=5, e.g. examples/grpo_trainer/run_qwen3_8b_fsdp.sh;
-    # resume_mode=auto is verl's own default: it resumes from the latest checkpoint of the same
-    # experiment_name, and the script names its own)
-    overrides: List[str] = field(
-        default_factory=lambda: ["verl.trainer.save_freq=20", "verl.trainer.test_freq=5",
-                                 "verl.trainer.resume_mode=auto"]
-    )
-
-
-@dataclass
-class GuideConfig:
-    """Planner-guided start (verlsweep/study/guide.py): before the first launch the planner ranks the search space
-    and up to `top_k` configs (one per TP/offload combination) run right after the recipe's: those
-    that are the best predicted feasible config under at least one of `draws` calibrations with
-    every throughput constant scaled by U(1-error, 1+error), most often best first. 0 switches the
-    guide off; `draws: 0` ranks by the unperturbed planner alone (its top_k best)."""
-
-    top_k: int = 3
-    # planner evaluations per candidate config (the unperturbed planner is one of them); each is a
-    # fraction of a millisecond, so a 448-config space costs about a second
-    draws: int = 32          # = verlsweep.study.guide.DRAWS (not imported: that module imports optuna)
-    # the planner's throughput error on a config unlike the fitted ones: leave-one-out and held-out
-    # errors of benchmarks/planner_accuracy.py reach -19% / +9%
-    error: float = 0.2       # = verlsweep.study.guide.ERROR
-
-
-@dataclass
+@dataclass(frozen=True)
 class VerlSweepSweeperConf:
     _target_: str = "hydra_plugins.verlsweep_sweeper.verlsweep_sweeper.VerlSweepSweeper"
     # the sweeper builds sampler and pruner itself (the grid sampler needs the search space)
@@ -224,17 +195,14 @@ class VerlSweepSweeperConf:
 
     sampler: Any = MISSING
     pruner: Any = MISSING
-    # one value or a list (multi-objective); paired in order with `objectives`. hydra-optuna-sweeper's
-    # default; conf/sweep.yaml sets maximize (tokens/s)
+    # one value or a list (multi-objective); hydra-optuna-sweeper's default. conf/hydra/sweeper/verl_trials.yaml
+    # sets maximize (tokens/s); verlsweep's task names the values with study.objectives
     direction: Any = "minimize"
-    # TrialResult values the study optimises: objective, peak_memory_gb or a key of TrialResult.metrics.
-    # null: `objective`; another app returning a tuple or list gets one value per direction
-    objectives: Optional[List[str]] = None
     # Optuna RDB URL; a relative sqlite path is taken from the directory the sweep starts in.
     # null = in memory (a fresh study each run; no resume, no pruning across processes), as in
-    # hydra-optuna-sweeper; conf/sweep.yaml sets sqlite:///verlsweep-optuna.db
+    # hydra-optuna-sweeper; conf/hydra/sweeper/verl_trials.yaml sets sqlite:///verlsweep-optuna.db
     storage: Optional[str] = None
-    # null: <sweep>.<hardware>.<model>.<algorithm>[.<hash of other fixed overrides>]
+    # null: <space>.<hardware>.<model>.<algorithm>.<hash> for verlsweep's task, <job name>.<hash> for another app
     study_name: Optional[str] = None
     n_trials: int = 20            # the study's total: re-running the same command resumes it
     n_jobs: int = 1               # trials in flight at once (a batch of them with schedule=batch)
@@ -242,48 +210,34 @@ class VerlSweepSweeperConf:
     # start when the whole batch has ended; auto: async when n_jobs > 1 and the launcher runs jobs in
     # their own processes (joblib, submitit_local, submitit_slurm, slurm), else batch
     schedule: str = "auto"
-    # K: each trial runs on K devices of one node, n_jobs trials side by side on disjoint device groups
-    # (verlsweep/study/subsets.py); null: every trial gets the whole node
-    devices_per_trial: Optional[int] = None
-    timeout: Optional[float] = None   # seconds; no new batch starts after it
+    timeout: Optional[float] = None   # seconds; no new trial starts after it
     max_consecutive_failures: int = 5
+    # hydra-optuna-sweeper's (verlsweep/study/peer_compat.py). A batch with a larger share of failed trials
+    # stops the sweep (then max_consecutive_failures is not used); null: not used
+    max_failure_rate: Optional[float] = None
+    # dotted path to fn(cfg, trial) that suggests more params after the space's (trial.suggest_*)
+    custom_search_space: Optional[str] = None
     params: Optional[Dict[str, Any]] = None
+    # deprecated there and here: {name: {type, low, high, step, log, choices}}; write `params` instead
+    search_space: Optional[Dict[str, Any]] = None
     # known-good configs run first: a list of {param: value}
     enqueue: List[Dict[str, Any]] = field(default_factory=list)
-    # also run the composed config's own values of the swept params (the recipe's) first;
-    # null: true for verlsweep's own task, false for another app (verlsweep.study.app)
-    enqueue_recipe: Optional[bool] = None
+    # false: a proposal equal to a trial this study has measured is told that result again and
+    # launches nothing (user attr `reused_from`); true: measure it again
+    remeasure: bool = False
     # seconds between heartbeats of in-flight trials; a trial without one for `grace_period`
     # (default 3x) belongs to a dead sweep: it is failed and its params re-enqueued once
     heartbeat_interval: int = 30
     grace_period: Optional[int] = None
-    long_run: LongRunConfig = field(default_factory=LongRunConfig)
-    guide: GuideConfig = field(default_factory=GuideConfig)
-    # false: a proposal equal to a trial this study has measured is told that result again and
-    # launches nothing (user attr `reused_from`); true: measure it again
-    remeasure: bool = False
-    # true: a proposal that a finished trial proves to fail (verlsweep.infer.rules: an OOM at vLLM start
-    # at a lower util, a training OOM with more offloads, ...) launches nothing and is told infeasible,
-    # user attr `ruled_out_by`; false: launch it anyway
-    infer: bool = True
-    # hydra-optuna-sweeper's keys (verlsweep.study.peer_compat). max_failure_rate: a batch with a larger
-    # share of failed trials stops the sweep (then max_consecutive_failures is not used); null: not used
-    max_failure_rate: Optional[float] = None
-    # dotted path to fn(cfg, trial) that suggests more params after the space's (trial.suggest_*)
-    custom_search_space: Optional[str] = None
-    # deprecated: {name: {type, low, high, step, log, choices}}; write `params` instead
-    search_space: Optional[Dict[str, Any]] = None
-    # start from another sweep's best config: a study name in `storage` or a best.yaml path; its best
-    # trial's params are fixed in every trial unless this sweep sweeps or sets them (verlsweep.study.chain)
-    from_study: Optional[str] = None
-    # false: no report.html nor plots/ (each draw costs seconds of plotting; trials.csv, best.yaml, the
-    # terminal and MLflow still say everything), e.g. for a CI sweep that reads only its outputs
-    report: bool = True
 
 
 def register() -> None:
     cs = ConfigStore.instance()
-    cs.store(group="hydra/sweeper", name="verlsweep", node=VerlSweepSweeperConf, provider="verlsweep")
+    # untyped in the config tree: a key that moved out of hydra.sweeper (verlsweep/common/moved_keys.py) and
+    # is set in a config file reaches the sweeper, which names its new spelling; the sweeper reads the node
+    # into this dataclass once (_impl.settings_from), where a wrong type or an unknown key is refused
+    cs.store(group="hydra/sweeper", name="verlsweep", provider="verlsweep",
+             node=OmegaConf.create(OmegaConf.to_container(OmegaConf.structured(VerlSweepSweeperConf))))
     for name, node in (("tpe", TPESamplerConfig), ("gp", GPSamplerConfig), ("random", RandomSamplerConfig),
                        ("grid", GridSamplerConfig), ("nsgaii", NSGAIISamplerConfig), ("qmc", QMCSamplerConfig),
                        ("boundary", BoundarySamplerConfig), ("cmaes", CmaEsSamplerConfig),

@@ -9,14 +9,14 @@ from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig
 
-from hydra_plugins.verlsweep_sweeper import config  # noqa: F401  (registers the config groups)
+from hydra_plugins.verlsweep_sweeper import config as _registered  # noqa: F401  (registers the config groups)
 
 
 class VerlSweepSweeper(Sweeper):
     def __init__(self, **kwargs: Any) -> None:
-        from hydra_plugins.verlsweep_sweeper._impl import VerlSweepImpl
+        from hydra_plugins.verlsweep_sweeper._impl import VerlSweepImpl, settings_from
 
-        self._impl = VerlSweepImpl(**kwargs)
+        self._impl = VerlSweepImpl(settings_from(kwargs))
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
         self._impl.setup(hydra_context=hydra_context, task_function=task_function, config=config)

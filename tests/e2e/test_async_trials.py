@@ -34,8 +34,8 @@ def subset_sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subpro
     trial 0 outlasts the others until trial 3 has started: in batches trial 3 would wait for trial 0
     (which gives up after a minute) and the replacement test fails."""
     tmp = tmp_path_factory.mktemp("async")
-    proc = run(tmp, *JOBLIB, "hydra.sweeper.devices_per_trial=2", "hydra.sweeper.n_trials=4",
-               "+app.step_seconds=0.2", "hydra/sweeper/sampler=grid", "hydra.sweeper.enqueue_recipe=false",
+    proc = run(tmp, *JOBLIB, "study.devices_per_trial=2", "hydra.sweeper.n_trials=4",
+               "+app.step_seconds=0.2", "hydra/sweeper/sampler=grid", "study.enqueue_recipe=false",
                "verl.actor_rollout_ref.rollout.tensor_model_parallel_size=choice(1,2)",
                f"+app.events={tmp / 'events'}", f"+app.devices={tmp / 'devices'}", "+app.together=3",
                "+app.together_until=3", "+app.hold=[0,3]")

@@ -21,7 +21,7 @@ def _sweep(tmp: Path, uri: str, *extra: str) -> None:
     # space=smoke: util choice(0.5,0.6); a seeded random sampler re-proposes a measured config (reused:
     # nothing launched), the guide is off so only the enqueued configs and the sampler pick trials
     args = ["hardware=a2_64g", "algorithm=remax", "runner=estimate", "space=smoke", "hydra/sweeper/sampler=random",
-            "hydra.sweeper.sampler.seed=0", "hydra.sweeper.guide.top_k=0", f"paths.output_root={tmp / 'out'}",
+            "hydra.sweeper.sampler.seed=0", "study.guide.top_k=0", f"paths.output_root={tmp / 'out'}",
             f"tracking.uri={uri}", f"hydra.sweeper.study_name={STUDY}", *extra]
     proc = run_sweep(tmp, args, new_mark(), multirun=True)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

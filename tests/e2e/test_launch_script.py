@@ -19,7 +19,7 @@ from tests.support.trial_helpers import copy_store, new_mark, run_sweep
 
 MODEL_KEY = "actor_rollout_ref.model.path"
 TRAIN_KEY, VAL_KEY = "data.train_files", "data.val_files"
-# keys the long run sets itself (hydra.sweeper.long_run, the study-free experiment name)
+# keys the long run sets itself (study.long_run, the study-free experiment name)
 LONG_RUN = {"trainer.total_training_steps": "60", "trainer.save_freq": "20", "trainer.test_freq": "5",
             "trainer.resume_mode": "auto"}
 ENV_ROOTS = ("VERLSWEEP_MODEL_ROOT", "VERLSWEEP_DATA_ROOT", "MLFLOW_TRACKING_URI")

@@ -21,7 +21,7 @@ def test_a_reused_trial_has_one_line_and_one_name_on_the_terminal_summary_report
     # 0.6 again for trial 1 (tests/e2e/test_job_dirs.py uses the same draw): reused, nothing launched
     proc = run_sweep(tmp_path, [
         "hardware=a2_64g", "algorithm=remax", "runner=estimate", "space=smoke", "hydra/sweeper/sampler=random",
-        "hydra.sweeper.sampler.seed=0", "hydra.sweeper.guide.top_k=0", f"paths.output_root={tmp_path / 'out'}",
+        "hydra.sweeper.sampler.seed=0", "study.guide.top_k=0", f"paths.output_root={tmp_path / 'out'}",
         f"tracking.uri={store}", f"hydra.sweeper.enqueue=[{{{UTIL}:0.6}}]", "hydra.sweeper.n_trials=3",
         f"hydra.sweep.dir={tmp_path / 'sweep'}"], new_mark(), multirun=True, report=True)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -56,7 +56,7 @@ def setup(tmp_path: Path, model: Path, data: Path, uri: str, n_trials: int = 2, 
             "validate.verl=false", "trial.steps=3", f"+env.VERL_STANDIN_STEP_SECONDS={step_seconds}",
             "runner.grace_period=2",
             f"hydra.sweep.dir={tmp_path / 'sweep'}", f"hydra.sweeper.study_name={STUDY}",
-            f"hydra.sweeper.n_trials={n_trials}", "hydra.sweeper.enqueue_recipe=false",
+            f"hydra.sweeper.n_trials={n_trials}", "study.enqueue_recipe=false",
             "hydra/sweeper/sampler=random", "hydra.sweeper.sampler.seed=0", "hydra/sweeper/pruner=none",
             "hydra.sweeper.heartbeat_interval=1", "hydra.sweeper.grace_period=3"]
     env = {"VS_PIDS": str(tmp_path / "sleepers"), "VS_EVENTS": str(tmp_path / "events")}

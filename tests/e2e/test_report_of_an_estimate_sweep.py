@@ -24,8 +24,8 @@ def estimate_sweep(tmp_path_factory):
     cwd = tmp_path_factory.mktemp("estimate-report")
     proc = run_sweep(cwd, [
         "hardware=a2_64g", "algorithm=remax", "runner=estimate", "tracking.enabled=false", "plan.enforce=false",
-        f"paths.output_root={cwd / 'out'}", "hydra/sweeper/sampler=grid", "hydra.sweeper.enqueue_recipe=false",
-        "hydra.sweeper.n_trials=14", "hydra.sweeper.n_jobs=2", f"{UTIL}=range(0.30,1.0,0.10)",
+        f"paths.output_root={cwd / 'out'}", "hydra/sweeper/sampler=grid", "study.enqueue_recipe=false",
+        "hydra.sweeper.n_trials=14", "hydra.sweeper.n_jobs=2", f"{UTIL}=range(0.30,0.90,0.10)",
         f"{ESTIMATE_TP}=choice(1,8)", "verl.actor_rollout_ref.actor.fsdp_config.param_offload=true",
         "verl.actor_rollout_ref.actor.fsdp_config.optimizer_offload=false",
         "verl.actor_rollout_ref.ref.fsdp_config.param_offload=true"], new_mark(), multirun=True, report=True)

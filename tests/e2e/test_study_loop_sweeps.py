@@ -37,7 +37,7 @@ PARAMS = (UTIL, TP, "verl.actor_rollout_ref.actor.fsdp_config.param_offload",
           "verl.actor_rollout_ref.ref.fsdp_config.param_offload")
 # fast trials: no verl validation, no MLflow, three "steps"; runner=estimate needs no model or data
 # files, so the sweeper's check of the fixed config passes (the stand-in app never reads them)
-FAST = ["validate.verl=false", "tracking.enabled=false", "trial.steps=3", "runner=estimate", "hydra.sweeper.report=false"]
+FAST = ["validate.verl=false", "tracking.enabled=false", "trial.steps=3", "runner=estimate", "study.report=false"]
 
 pytestmark = pytest.mark.slow
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -105,13 +105,13 @@ def test_every_sampler_runs_a_sweep_and_writes_best_config_outputs(tmp_path, sam
         assert f"{name.removeprefix('verl.')}={value if not isinstance(value, bool) else str(value)}" in launch
     assert subprocess.run(["bash", "-n", str(tmp_path / "sweep" / "best_launch.sh")]).returncode == 0
     assert "study rollout_memory.a2_64g.qwen3_8b.grpo" in stdout                 # the summary table
-    # hydra.sweeper.report=false (FAST): no plotting, the outputs above all the same
+    # study.report=false (FAST): no plotting, the outputs above all the same
     assert not (tmp_path / "sweep" / "report.html").exists() and "report:" not in stdout
 
 
 def test_multi_objective_sweep_writes_the_pareto_front(tmp_path):
     inproc(tmp_path, "hydra/sweeper/sampler=nsgaii", "hydra.sweeper.sampler.seed=2", "hydra.sweeper.n_trials=10",
-        "hydra.sweeper.direction=[maximize,minimize]", "hydra.sweeper.objectives=[objective,peak_memory_gb]")
+        "hydra.sweeper.direction=[maximize,minimize]", "study.objectives=[objective,peak_memory_gb]")
     best = yaml.safe_load((tmp_path / "sweep" / "best.yaml").read_text())
     front = best["pareto_front"]
     assert front
@@ -124,8 +124,8 @@ def test_multi_objective_sweep_writes_the_pareto_front(tmp_path):
 
 
 def _proven_failures(trials: list[dict[str, str]]) -> int:
-    """Launched trials that an earlier trial's outcome already proved to fail (verlsweep.infer.rules)."""
-    from verlsweep.infer.rules import Observed, decide
+    """Launched trials that an earlier trial's outcome already proved to fail (verlsweep.proofs.rules)."""
+    from verlsweep.proofs.rules import Observed, decide
 
     def params(r: dict[str, str]) -> dict:
         return {UTIL: float(r[UTIL]), TP: int(r[TP]), **{k: r[k] == "True" for k in PARAMS[2:]}}
@@ -148,9 +148,9 @@ def sampler_sweeps(tmp_path: Path, runs: list[tuple[str, int]]) -> dict[tuple[st
             "hydra.sweeper.n_trials=30", "hydra/sweeper/pruner=none",
             # the sampler's own proposals: no planner-guided start (the planner does not know this
             # synthetic landscape) and every proposal launched, so each one is a fresh draw
-            "hydra.sweeper.guide.top_k=0", "hydra.sweeper.remeasure=true", "trial.steps=2",
+            "study.guide.top_k=0", "hydra.sweeper.remeasure=true", "trial.steps=2",
             # nor ruled out by what earlier OOMs prove: what the sampler learns, not the veto
-            "hydra.sweeper.infer=false")
+            "study.proofs=false")
         out[(sampler, seed)] = rows(cwd)
     return out
 
@@ -240,7 +240,7 @@ def test_two_sweep_processes_share_one_study_without_running_a_trial_twice(tmp_p
 def test_a_parallel_launcher_runs_n_jobs_trials_at_once(tmp_path, launcher):
     # grid, no recipe first: four distinct configs, so no proposal is a reused repeat that launches nothing
     run(tmp_path, *launcher, "hydra.sweeper.n_jobs=2", "hydra.sweeper.n_trials=4", "+app.step_seconds=0.5",
-        "hydra/sweeper/sampler=grid", "hydra.sweeper.enqueue_recipe=false",
+        "hydra/sweeper/sampler=grid", "study.enqueue_recipe=false",
         f"+app.events={tmp_path / 'events'}", "+app.together=2")
     ev = events(tmp_path / "events")
     spans = {}

@@ -22,7 +22,7 @@ def test_a_trial_below_the_median_is_pruned_and_its_verl_process_stopped(tiny_mo
     common = [
         *tiny_overrides(tiny_model_dir, gsm8k_dir, tmp_path / "out", uri), standin_entrypoint(),
         f"trial.steps={STEPS}", "+env.VERL_STANDIN_STEP_SECONDS=0.3",
-        "hydra.sweeper.study_name=prune-e2e", "hydra.sweeper.enqueue_recipe=false",
+        "hydra.sweeper.study_name=prune-e2e", "study.enqueue_recipe=false",
         "hydra/sweeper/sampler=random", "hydra.sweeper.sampler.seed=1",
         "hydra/sweeper/pruner=median", "hydra.sweeper.pruner.n_startup_trials=2",
         "hydra.sweeper.pruner.n_warmup_steps=1",

@@ -1,5 +1,5 @@
 """The throughput space (sweeps/throughput.yaml) through `python sweep.py -m`: on its own with runner=estimate,
-and chained (`hydra.sweeper.from_study`) from a finished memory study with the verl stand-in, whose
+and chained (`study.from_study`) from a finished memory study with the verl stand-in, whose
 timing_s/* phases the report draws beside the planner's split."""
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def test_the_throughput_space_runs_end_to_end_with_the_planner_from_the_recipes_
     uri = copy_store(empty_mlflow_db, tmp_path)
     proc = run_sweep(tmp_path, ["hardware=a2_64g", "algorithm=grpo", "model=qwen3_8b", "space=throughput",
                                 "runner=estimate", "hydra.sweeper.n_trials=2", "validate.verl=false",
-                                "hydra.sweeper.guide.top_k=0",
+                                "study.guide.top_k=0",
                                 f"tracking.uri={uri}", f"paths.output_root={tmp_path / 'out'}"],
                      new_mark(), multirun=True, report=True)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -56,8 +56,8 @@ def test_a_chained_throughput_sweep_starts_from_the_memory_best_and_reports_the_
     _finished_memory_study(url)
     proc = run_sweep(tmp_path, [
         *tiny_overrides(tiny_model_dir, gsm8k_dir, tmp_path / "out", uri), standin_entrypoint(),
-        "algorithm=grpo", "space=throughput", f"hydra.sweeper.from_study={MEMORY_STUDY}",
-        "hydra.sweeper.n_trials=2", "hydra.sweeper.guide.top_k=0", "trial.steps=2", "validate.verl=false",
+        "algorithm=grpo", "space=throughput", f"study.from_study={MEMORY_STUDY}",
+        "hydra.sweeper.n_trials=2", "study.guide.top_k=0", "trial.steps=2", "validate.verl=false",
         "hydra.sweeper.study_name=throughput-chained"], new_mark(), multirun=True, report=True)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 

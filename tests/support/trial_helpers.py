@@ -46,7 +46,7 @@ def standin_entrypoint() -> str:
 
 
 # report.html and plots/ cost seconds of plotting per draw: drawn only for the tests that read them
-NO_REPORT = "hydra.sweeper.report=false"
+NO_REPORT = "study.report=false"
 # verl's own compose and validate_config before launch import verl (torch, transformers, tensordict): over
 # ten seconds of CPU per sweep process. Tests of that check ask for it (verl_check=True or validate.verl=...);
 # the stand-in composes verl's real config itself, as verl does, so a command verl refuses still fails there.

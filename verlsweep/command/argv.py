@@ -13,6 +13,7 @@ from hydra.errors import HydraException
 
 from verlsweep.command.hydra_compose import group_options as hydra_group_options
 from verlsweep.command.suggest import did_you_mean
+from verlsweep.common import moved_keys
 
 SPACE_GROUP = "space"            # the search space: configures our sweeper (hydra.sweeper.*) only
 OUR_SWEEPER = "verlsweep"
@@ -58,6 +59,12 @@ def group_typos(argv: list[str], conf_dir: Path) -> list[str]:
                 out.append(f"{group}={option}: not an option of group {group}{did_you_mean(option, options)}\n"
                            f"  options: {', '.join(options)}")
     return out
+
+
+def moved(argv: list[str]) -> list[str]:
+    """One message per setting on the command line spelled as before it moved (verlsweep.common.moved_keys)."""
+    items = [(a.split("=", 1)[0].lstrip("+~"), a.split("=", 1)[1]) for a in argv if "=" in a]
+    return [str(p) for p in moved_keys.problems(items)]
 
 
 def _other_sweeper(argv: list[str]) -> str | None:

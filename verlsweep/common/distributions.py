@@ -1,5 +1,5 @@
 """The values a discrete Optuna distribution allows, computed one way for every stage: the sweeper's
-search space, the boundary sampler (verlsweep.infer.sampler) and the report's frontier grid."""
+search space, the boundary sampler (verlsweep.proofs.sampler) and the report's frontier grid."""
 from __future__ import annotations
 
 from decimal import Decimal

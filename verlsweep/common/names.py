@@ -70,7 +70,7 @@ REUSED_RUN_ATTR = "reused_run_id"              # trial user attr: that trial's M
 FAILURE_PHASE_ATTR = "failure_phase"          # trial user attr: TrialResult.failure_phase of an `oom`
 RULED_OUT_ATTR = "ruled_out_by"                # trial user attr: the trial whose outcome proves it fails (never launched)
 PROVEN_FIT_ATTR = "proven_fit_by"              # trial user attr: the trial whose fit proves this one fits
-RULED_OUT_RULE_ATTR = "ruled_out_rule"         # trial user attr: the verlsweep.infer.rules rule that proves it
+RULED_OUT_RULE_ATTR = "ruled_out_rule"         # trial user attr: the verlsweep.proofs.rules rule that proves it
 
 # the planner's statuses predicted to fit (verlsweep.plan.predictor.verdict); `edge` is launched, `infeasible` vetoed.
 # Here so that the guide, which imports the plan package lazily, reads the same tuple.

@@ -50,7 +50,7 @@ class TrialResult:
     predicted_peak_gb: float | None = None  # the planner's PEAK_MEMORY_METRIC for a trial that never ran
     predicted: dict[str, float] = field(default_factory=dict)  # the planner's numbers before launch (plan/...)
     # where an `oom` happened, when the log tells (FAILURE_PHASES); None: not known. What one OOM proves
-    # about its neighbours depends on it (verlsweep.infer.rules)
+    # about its neighbours depends on it (verlsweep.proofs.rules)
     failure_phase: str | None = None
     # config_error: the config keys the trial rules refused (verlsweep.common.errors.Problem.key); a
     # sweep does not count a refusal of its own params' values as a broken environment (study.failures)

@@ -31,6 +31,7 @@ from verlsweep.common.labels import not_launched, trial_label
 from verlsweep.common.names import OVER_BUDGET_ATTR, OVERRIDES_ATTR, REUSED_FROM_ATTR, RULED_OUT_ATTR, RULED_OUT_RULE_ATTR
 from verlsweep.tracking import study_runs
 from verlsweep.tracking.mlflow_runs import status_for
+from verlsweep.tracking.sweep_run import Tracking
 
 log = logging.getLogger("verlsweep.reconcile")
 
@@ -62,15 +63,6 @@ def counted(study: optuna.Study) -> list[FrozenTrial]:
     """Finished trials that must have a run: not WAITING/RUNNING, not handed back over budget."""
     return [t for t in study.get_trials(deepcopy=False) if t.state.is_finished()
             and not t.system_attrs.get(OVER_BUDGET_ATTR)]
-
-
-@dataclass
-class Tracking:
-    """Where the study's runs are: an MlflowClient, the experiment, the study's parent run."""
-
-    client: Any
-    experiment_id: str | None
-    parent: str | None = None
 
 
 def run_findings(study: optuna.Study, tracking: Tracking, skip_sessions: set[str] = frozenset()) -> list[Finding]:
@@ -129,8 +121,8 @@ def _fix_missing(client: Any, exp: str, name: str, t: FrozenTrial, parent: str |
             tags = {study_runs.REUSED_FROM_TAG: str(source)}
         elif proof is not None:
             shown = not_launched(None, proof)
-            reason = (f"ruled out by trial {proof}: {t.user_attrs.get(RULED_OUT_RULE_ATTR)} (verlsweep.infer.rules); "
-                      "nothing launched (hydra.sweeper.infer=false launches it)")
+            reason = (f"ruled out by trial {proof}: {t.user_attrs.get(RULED_OUT_RULE_ATTR)} (verlsweep.proofs.rules); "
+                      "nothing launched (study.proofs=false launches it)")
             tags = {study_runs.RULED_OUT_TAG: str(proof)}
         else:
             reason = str(t.user_attrs.get("excerpt") or "recorded by verlsweep: the trial never created a run")

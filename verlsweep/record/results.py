@@ -153,7 +153,7 @@ def _record(trial: optuna.Trial, result: TrialResult, ret: JobReturn | None) -> 
         "run_id": result.run_id,
         "excerpt": (result.excerpt or "")[-_EXCERPT_CHARS:] or None,
         "metrics": {k: float(v) for k, v in (result.metrics or {}).items() if _finite(v)},
-        # where an oom struck: what it proves about untried configs (verlsweep.infer.evidence)
+        # where an oom struck: what it proves about untried configs (verlsweep.proofs.evidence)
         FAILURE_PHASE_ATTR: result.failure_phase,
         JOB_DIR_ATTR: _job_dir(ret),
         PREDICTED_ATTR: {k: float(v) for k, v in (result.predicted or {}).items() if _finite(v)},

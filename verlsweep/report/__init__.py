@@ -7,7 +7,7 @@ study.
     python -m verlsweep.report --storage sqlite:///verlsweep-optuna.db --study NAME --status
     python -m verlsweep.report outputs/sweeps/<date> --status --repair    # check, then reconcile
 
-May import: verlsweep.common and verlsweep.infer (the rules that say what a finished trial proves about its
+May import: verlsweep.common and verlsweep.proofs (the rules that say what a finished trial proves about its
 neighbours, for the frontier); for --status/--repair (status.py) also verlsweep.tracking, study_link and
 reconcile, which say where Optuna, MLflow and the sweep dir disagree and apply the rules a sweep applies on
 start, and record (tell a trial, re-run it once, rewrite trials.csv as the sweep does). Never verlsweep.study:

@@ -1,6 +1,6 @@
 """The OOM frontier per TP/offload combination: both sides of the feasible util band with the trial and
 the reason for each side, and the util ranges the finished trials prove to fit or to fail
-(verlsweep.infer.rules, the rules the boundary sampler rules configs out by)."""
+(verlsweep.proofs.rules, the rules the boundary sampler rules configs out by)."""
 from __future__ import annotations
 
 import re
@@ -11,7 +11,7 @@ from verlsweep.common.distributions import discrete_values
 from verlsweep.common.labels import OFFLOAD_LETTERS, OFFLOAD_TOKEN
 from verlsweep.common.patterns import text_phase
 from verlsweep.common.result import PLAN_CHECK_PHASES
-from verlsweep.infer.rules import OFFLOADS, TP, UTIL, Decided, Observed, infer
+from verlsweep.proofs.rules import OFFLOADS, TP, UTIL, Decided, Observed, infer
 from verlsweep.report.data import TP_SUFFIX, UTIL_SUFFIX, Row, Sweep
 
 FAILS = frozenset({"oom", "infeasible"})           # outcomes that say "does not fit" (told as constraints)

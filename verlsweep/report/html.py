@@ -53,7 +53,7 @@ def launch_command(sweep: Sweep, sweep_dir: Path | None) -> str | None:
 
 
 def chained_text(study: Any) -> str | None:
-    """`started from study S, trial N (...)` for a study started with hydra.sweeper.from_study, else None."""
+    """`started from study S, trial N (...)` for a study started with study.from_study, else None."""
     link = study.user_attrs.get(FROM_STUDY_ATTR)
     if not isinstance(link, dict):
         return None
@@ -134,7 +134,7 @@ def _frontier_tables(sweep: Sweep, items: list[Combo]) -> str:
                     str(c.trials)] for c in items], {0, 1, 2, 3})
     shown = lambda u: _util(sweep, u)  # noqa: E731
     proven = [[c.label, region_text(r, c.grid, shown)] for c in items for r in c.regions]
-    regions = (_table(["tp / offloads", "what the finished trials prove (verlsweep.infer.rules)"], proven, {0, 1})
+    regions = (_table(["tp / offloads", "what the finished trials prove (verlsweep.proofs.rules)"], proven, {0, 1})
                if proven else "<p class='note'>no finished trial proves anything about its neighbours yet</p>")
     return f"{band}<h3>Proven fit / proven fail</h3>{regions}"
 

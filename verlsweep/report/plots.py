@@ -167,7 +167,7 @@ VERDICT_COLORS = {"fit": "#b2f2bb", "fail": "#ffc9c9", "unknown": "#f8f9fa"}
 
 def frontier_figure(sweep: Sweep) -> Any:
     """Per TP/offload combination (rows) and util (columns): what the finished trials prove (green fit,
-    red fail, grey unknown; verlsweep.infer.rules) with each trial on top as a mark of its outcome.
+    red fail, grey unknown; verlsweep.proofs.rules) with each trial on top as a mark of its outcome.
     None: no util swept."""
     items = combos(sweep)
     if not items:

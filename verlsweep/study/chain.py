@@ -1,4 +1,4 @@
-"""A sweep started from another one's best config (`hydra.sweeper.from_study`): the second stage of a
+"""A sweep started from another one's best config (`study.from_study`): the second stage of a
 two-stage search, e.g. the throughput knobs (sweeps/throughput.yaml) once the memory knobs fit
 (sweeps/rollout_memory.yaml).
 
@@ -24,7 +24,7 @@ from verlsweep.study.space import SearchSpaceError
 
 log = logging.getLogger(__name__)
 
-KEY = "hydra.sweeper.from_study"
+KEY = "study.from_study"
 TAG_PREFIX = "sweep.from_study"
 
 

@@ -10,13 +10,14 @@ n_trials: verlsweep.record.budget.
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 import importlib
 import json
 import logging
 import threading
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 import optuna
 from omegaconf import DictConfig, OmegaConf
@@ -34,17 +35,19 @@ SPACE_ATTR = "verlsweep.space"
 DIRECTIONS = ("minimize", "maximize")
 # command-line overrides that do not change what a trial measures, so do not split the study
 _NAME_NEUTRAL = ("hydra", "trial.", "paths.", "tracking.", "validate.", "dry_run", "space", "hardware", "model",
-                 "algorithm")
+                 "algorithm", "study")
 
 
-def directions_and_objectives(direction: Any, objectives: Iterable[str]) -> tuple[list[str], list[str]]:
+def directions_and_objectives(direction: Any, objectives_for: Callable[[list[str]], Iterable[str]]
+                              ) -> tuple[list[str], list[str]]:
+    """hydra.sweeper.direction as a list, and the TrialResult values they apply to (the app's hooks name them)."""
     dirs = [str(d) for d in (list(direction) if OmegaConf.is_list(direction) or isinstance(direction, (list, tuple))
                              else [direction])]
-    objs = [str(o) for o in objectives]
+    objs = [str(o) for o in objectives_for(dirs)]
     problems = [Problem("hydra.sweeper.direction", d, f"one of {', '.join(DIRECTIONS)}") for d in dirs
                 if d not in DIRECTIONS]
     if len(dirs) != len(objs):
-        problems.append(Problem("hydra.sweeper.objectives", objs,
+        problems.append(Problem("study.objectives", objs,
                                 f"one TrialResult value per direction ({len(dirs)}: {dirs})"))
     if problems:
         raise SearchSpaceError(problems)
@@ -88,18 +91,22 @@ def _locate(target: str, package: str, *more: str) -> type:
     return getattr(importlib.import_module(module_name), cls_name)
 
 
-def build_sampler(cfg: DictConfig, space: SearchSpace, seed_offset: int = 0) -> optuna.samplers.BaseSampler:
+def _plain(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    return OmegaConf.to_container(cfg, resolve=True) if OmegaConf.is_config(cfg) else copy.deepcopy(dict(cfg))
+
+
+def build_sampler(cfg: Mapping[str, Any], space: SearchSpace, seed_offset: int = 0) -> optuna.samplers.BaseSampler:
     """The configured sampler. `seed_offset` shifts a set seed, so a resumed study or a second sweep
     process does not replay the first one's random draws."""
-    spec = OmegaConf.to_container(cfg, resolve=True)
-    cls = _locate(str(spec.pop("_target_")), "optuna.samplers", "verlsweep.infer.")
+    spec = _plain(cfg)
+    cls = _locate(str(spec.pop("_target_")), "optuna.samplers", "verlsweep.proofs.")
     if spec.get("seed") is not None:
         spec["seed"] = (int(spec["seed"]) + seed_offset) % 2**32
-    if isinstance(spec.get("inner"), dict):         # a sampler that wraps another (BoundarySampler)
-        inner = OmegaConf.create(spec["inner"])
+    if isinstance(spec.get("inner"), Mapping):      # a sampler that wraps another (BoundarySampler)
+        inner = dict(spec["inner"])
         own_seed = inner.get("seed") is not None
         if not own_seed:
-            inner.seed = spec.get("seed")            # offset already
+            inner["seed"] = spec.get("seed")         # offset already
         spec["inner"] = build_sampler(inner, space, seed_offset if own_seed else 0)
     if cls is optuna.samplers.GridSampler:
         return cls(space.grid(), seed=spec.get("seed"))
@@ -107,8 +114,8 @@ def build_sampler(cfg: DictConfig, space: SearchSpace, seed_offset: int = 0) -> 
         return cls(**spec)
 
 
-def pruner_spec(cfg: DictConfig) -> dict[str, Any]:
-    spec = OmegaConf.to_container(cfg, resolve=True)
+def pruner_spec(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    spec = _plain(cfg)
     _locate(str(spec["_target_"]), "optuna.pruners")
     return spec
 

@@ -1,10 +1,10 @@
 """The configs a study runs before the sampler proposes any: the recipe's own values of the swept
-params (`hydra.sweeper.enqueue_recipe`), then `hydra.sweeper.enqueue` (the planner's picks follow,
-verlsweep.study.guide)."""
+params (verlsweep's task: `study.enqueue_recipe`), then `hydra.sweeper.enqueue` (the planner's picks
+follow, verlsweep.study.guide)."""
 from __future__ import annotations
 
 import logging
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -30,21 +30,26 @@ def recipe(config: DictConfig, space: SearchSpace) -> dict[str, Any] | None:
     return found if len(found) == len(space.distributions) else None
 
 
+def checked(enqueue: Sequence[Mapping[str, Any]], space: SearchSpace) -> list[dict[str, Any]]:
+    """hydra.sweeper.enqueue's entries, each checked to name only params of the space."""
+    out = []
+    for entry in enqueue:
+        unknown = set(entry) - set(space.distributions)
+        if unknown:
+            raise SearchSpaceError([Problem("hydra.sweeper.enqueue", sorted(unknown),
+                                            f"params of the search space: {', '.join(space.distributions)}")])
+        out.append(dict(entry))
+    return out
+
+
 def entries(config: DictConfig, space: SearchSpace, enqueue: Sequence[dict[str, Any]],
             enqueue_recipe: bool) -> list[dict[str, Any]]:
-    """The recipe's config first (when asked and inside the space), then the user's `enqueue` entries,
-    each checked to name only params of the space."""
+    """The recipe's config first (when asked and inside the space), then the `enqueue` entries."""
     out: list[dict[str, Any]] = []
     if enqueue_recipe:
         own = recipe(config, space)
         if own is not None:
             out.append(own)
         else:
-            log.info("enqueue_recipe: the composed values are not all inside the search space; skipped")
-    for entry in enqueue:
-        unknown = set(entry) - set(space.distributions)
-        if unknown:
-            raise SearchSpaceError([Problem("hydra.sweeper.enqueue", sorted(unknown),
-                                            f"params of the search space: {', '.join(space.distributions)}")])
-        out.append(entry)
-    return out
+            log.info("study.enqueue_recipe: the composed values are not all inside the search space; skipped")
+    return out + list(enqueue)

@@ -68,6 +68,7 @@ class FailureWatch:
                 f"({outcomes}); {why}.\n"
                 "A run of failures like this usually means a broken environment (devices, drivers, paths, "
                 "a missing package), not a bad config.\n"
-                f"Last failure, trial {last.number} ({last.outcome}): {excerpt[-1][:500] if excerpt else 'no excerpt'}\n"
+                f"Last failure, trial {last.number} ({last.outcome}): "
+                f"{excerpt[-1][:500] if excerpt else 'no excerpt'}\n"
                 f"Results so far: {trials_csv}."
                 + (" Re-running the same command resumes the study." if resumable else ""))

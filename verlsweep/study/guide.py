@@ -44,6 +44,7 @@ from optuna.distributions import CategoricalDistribution
 from verlsweep.common import disk_cache
 from verlsweep.common.names import FITS
 from verlsweep.common.distributions import discrete_values
+from verlsweep.study.settings import study_config
 from verlsweep.study.space import SearchSpace, config_key, group_choices
 
 log = logging.getLogger(__name__)
@@ -51,10 +52,6 @@ log = logging.getLogger(__name__)
 MAX_CANDIDATES = 2048        # whole discrete spaces up to this size; beyond, a seeded sample
 _MAX_COMPOSED = 64           # candidates when each needs a Hydra compose (a swept config group)
 _STATUS_RANK = {"ok": 0, "tight": 1, "edge": 2}
-# hydra.sweeper.guide's defaults (hydra_plugins/verlsweep_sweeper/config.py GuideConfig has the same
-# numbers and why; it cannot import them: this module imports optuna, the plugin's config must not)
-DRAWS = 32
-ERROR = 0.2
 
 
 @dataclass(frozen=True)
@@ -322,7 +319,7 @@ def entries(config: DictConfig, space: SearchSpace, top_k: int, seed: int = 0,
             compose: Callable[[list[str]], DictConfig] | None = None, draws: int | None = None,
             error: float | None = None) -> list[dict[str, Any]]:
     """The configs the guide enqueues, best first ([] when the planner has no opinion). `draws` and
-    `error` default to the sweep's hydra.sweeper.guide settings, else DRAWS and ERROR."""
+    `error` default to the config's `study.guide` (conf/study/default.yaml)."""
     return guide(config, space, top_k, seed, compose, draws, error)[0]
 
 
@@ -332,9 +329,10 @@ def guide(config: DictConfig, space: SearchSpace, top_k: int, seed: int = 0,
     """`entries`, and the planner's prediction of every candidate it ranked (a sampler's prior)."""
     if top_k <= 0:
         return [], []
-    settings = OmegaConf.select(config, "hydra.sweeper.guide", default=None) or {}
-    draws = int(settings.get("draws", DRAWS) if draws is None else draws)
-    error = float(settings.get("error", ERROR) if error is None else error)
+    if draws is None or error is None:
+        settings = study_config(config).guide
+        draws = settings.draws if draws is None else draws
+        error = settings.error if error is None else error
     params_list = candidates(space, seed)
     if needs_compose(config, space):
         params_list = params_list[:_MAX_COMPOSED]     # each candidate is a full Hydra compose here
@@ -354,7 +352,7 @@ def _norm(params: Mapping[str, Any]) -> tuple:
 
 def prior(predictions: Sequence[Prediction], space: SearchSpace) -> Callable[[Mapping[str, Any]], float | None]:
     """The planner's predicted tokens/s of a config it predicts to fit (None: infeasible or not ranked),
-    for a sampler that ranks untried configs by it (verlsweep.infer.sampler.BoundarySampler)."""
+    for a sampler that ranks untried configs by it (verlsweep.proofs.sampler.BoundarySampler)."""
     table = {_norm(predictions[i].params): predictions[i].tok_s for i in ranked(predictions)}
 
     def predicted(params: Mapping[str, Any]) -> float | None:

@@ -15,7 +15,7 @@ global HydraConfig), so it keeps batches.
 What the sampler sees of the trials in flight: they are RUNNING in the study. Optuna 5's TPE with
 `constant_liar=True` (our default, config.py) counts each as a trial with the worst value, so it does
 not propose the same region again (optuna/samplers/_tpe/sampler.py, _split_trials); the boundary
-sampler never proposes a config that a RUNNING trial holds (verlsweep.infer.sampler: `tried`); GP
+sampler never proposes a config that a RUNNING trial holds (verlsweep.proofs.sampler: `tried`); GP
 conditions on running trials too, the grid skips their points; random and QMC ignore them.
 """
 from __future__ import annotations

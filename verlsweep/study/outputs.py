@@ -111,7 +111,7 @@ class Outputs:
         else:
             doc["pareto_front"] = [_entry(t, self.objectives, self.shown) for t in best]
             doc["launch_trial"] = best[0].number   # best_launch.sh: the front's best first objective
-        # no compose_launch: not our verl task, no long run to write (verlsweep.study.app)
+        # no compose_launch: the app has no long run to write (verlsweep.study.hooks.AppHooks)
         doc["launch_script"] = BEST_LAUNCH if best and self.compose_launch else None
         write_atomic(self.dir / BEST_YAML, yaml.safe_dump(doc, sort_keys=False))
         if best and self.compose_launch and self._launch_for != best[0].number:
@@ -217,7 +217,8 @@ def summary(study: optuna.Study, objectives: list[str], param_names: list[str], 
         row.append(" ".join(knob_tokens({p: t.params[p] for p in param_names if p in t.params}, steps)))
         table.add_row(*row, style="bold green" if t.number in best_numbers else None)
     console.print(table)
-    reused = sum(1 for t in reportable(study.get_trials(deepcopy=False)) if t.user_attrs.get(REUSED_FROM_ATTR) is not None)
+    reused = sum(1 for t in reportable(study.get_trials(deepcopy=False))
+                 if t.user_attrs.get(REUSED_FROM_ATTR) is not None)
     if reused:     # nothing to say when every proposal was measured
         console.print(f"{reused} proposal(s) reused a measurement of this study (nothing launched; "
                       "hydra.sweeper.remeasure=true measures again)")
@@ -228,6 +229,7 @@ def summary(study: optuna.Study, objectives: list[str], param_names: list[str], 
         front = f" (Pareto front: {len(best)} trials, see best.yaml)" if len(best) > 1 else ""
         said = " (predicted by the planner, runner=estimate)" if predicted else ""
         console.print(f"[bold]best[/bold] trial {b.number}: {values}{said}{front}{knobs}\n"
-                      f"  -> {sweep_dir / BEST_YAML}" + (f", {sweep_dir / BEST_LAUNCH}" if verl else ""), soft_wrap=True, highlight=False)
+                      f"  -> {sweep_dir / BEST_YAML}" + (f", {sweep_dir / BEST_LAUNCH}" if verl else ""),
+                      soft_wrap=True, highlight=False)
     else:
         console.print("[bold red]no feasible completed trial[/bold red]: see trials.csv for the outcomes")

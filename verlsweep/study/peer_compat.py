@@ -7,18 +7,15 @@ config.py; its released 1.3 line for the deprecated `search_space`), read for be
                          when `params` is not set; ignored, with a warning, when it is
     custom_search_space  a dotted path to fn(cfg, trial) that suggests more params after the space's
     max_failure_rate     after each batch: failed / batch size > rate stops the sweep
-    objectives           not needed: a task returning a tuple or list gives one value per direction
     optimization_results.yaml and the `Best parameters` / `Best value` log lines
 
-Where the sampler groups differ for another app than ours (verlsweep.study.app): `boundary` (ours,
-the default) is its inner TPE, NSGA-II's population_size defaults to Optuna's 50 (ours: 10).
+Every app's sweep reads these; what differs for an app other than ours is verlsweep.study.hooks.AppHooks.
 """
 from __future__ import annotations
 
-import importlib.util
 import logging
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping
 
 import optuna
 import yaml
@@ -35,40 +32,6 @@ log = logging.getLogger(__name__)
 
 RESULTS_YAML = "optimization_results.yaml"
 RESULTS_NAME = "optuna"          # the peer's fixed `name`; scripts that read the file check it
-BOUNDARY = "verlsweep.infer.sampler.BoundarySampler"
-NSGAII = "optuna.samplers.NSGAIISampler"
-CMAES = "optuna.samplers.CmaEsSampler"
-OWN_POPULATION = 10     # a 30-trial verl sweep with Optuna's 50 would be pure random (config.py)
-
-
-def objectives(direction: Any, given: Sequence[str] | None, own: bool) -> list[str]:
-    """The TrialResult values the study optimises. Not given: `objective` for one direction; for more,
-    another app's returned tuple is named objective, value_1, ...; our task must name them."""
-    if given:
-        return [str(o) for o in given]
-    many = OmegaConf.is_list(direction) or isinstance(direction, (list, tuple))
-    directions = list(direction) if many else [direction]
-    if len(directions) == 1 or own:
-        return ["objective"]
-    return ["objective", *(f"value_{i}" for i in range(1, len(directions)))]
-
-
-def sampler(cfg: DictConfig, own: bool) -> DictConfig:
-    """The sampler config this app gets (see the module's docstring); a clear error for CMA-ES
-    without its package."""
-    target = str(cfg.get("_target_", ""))
-    if target == CMAES and importlib.util.find_spec("cmaes") is None:
-        raise SearchSpaceError([Problem("hydra/sweeper/sampler", "cmaes", "an installed `cmaes` package "
-                                        "(pip install 'verlsweep[cmaes]'), or another sampler")])
-    if target == BOUNDARY and not own:
-        inner = OmegaConf.create(OmegaConf.to_container(cfg.inner, resolve=True))
-        if inner.get("seed") is None:
-            inner.seed = cfg.get("seed")
-        return inner
-    if target == NSGAII and cfg.get("population_size") is None:
-        cfg = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
-        cfg.population_size = OWN_POPULATION if own else 50
-    return cfg
 
 
 def _legacy_distribution(name: str, spec: Mapping[str, Any]) -> BaseDistribution:

@@ -38,15 +38,19 @@ def verbose(config: DictConfig) -> bool:
     return bool(OmegaConf.select(config, "hydra.verbose", default=False))
 
 
-def quiet_logs(config: DictConfig) -> list[str]:
-    """Silence Optuna's and the launcher's INFO lines unless hydra.verbose; the overrides that keep each
-    job's console to warnings (its log file still gets everything)."""
+def quiet_logs(config: DictConfig) -> None:
+    """Silence Optuna's and the launcher's INFO lines unless hydra.verbose."""
     if verbose(config):
-        return []
+        return
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     for name in _LAUNCHER_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING)
-    if OmegaConf.select(config, "hydra.job_logging.handlers.console", default=None) is None:
+
+
+def job_console_quiet(config: DictConfig) -> list[str]:
+    """The overrides that keep a job's console to warnings unless hydra.verbose (its log file still gets
+    everything); verlsweep's own trials get them (verlsweep.study.verl_hooks)."""
+    if verbose(config) or OmegaConf.select(config, "hydra.job_logging.handlers.console", default=None) is None:
         return []
     return [f"++{JOB_CONSOLE_LEVEL}=WARNING"]       # ++: the default handler has no level key
 

@@ -2,9 +2,9 @@
 
 Grammar as in Hydra's override parser (hydra/core/override_parser/types.py), mapped the way
 hydra-optuna-sweeper maps it (its _impl.py create_optuna_distribution_from_override), except:
-- `range(start, stop, step)` keeps Hydra's meaning (stop excluded, exactly the values Hydra's
-  BasicSweeper would run), so `range(0.30,1.0,0.05)` is 0.30 ... 0.95; for an app other than ours
-  (verlsweep.study.app) it includes stop, as hydra-optuna-sweeper does;
+- `range(start, stop, step)` includes stop where the steps land on it, for every app: hydra-optuna-sweeper
+  reads it so (Int/FloatDistribution(start, stop, step)), and so does `shuffle(range(...))` here (the
+  peer's shuffle keeps Hydra's exclusive stop): `range(0.30,0.95,0.05)` is 0.30, 0.35, ..., 0.95;
 - values of float ranges are rounded to the step's decimals (no 0.7000000000000001 in a command);
 - every mistake is reported up front, naming the param.
 
@@ -117,12 +117,20 @@ def _with_stop(start: Any, stop: Any, step: Any, values: list[Any]) -> list[Any]
     return values
 
 
-def _distribution(name: str, override: Override, stop_included: bool = False) -> BaseDistribution:
-    """One sweep override -> distribution; raises SearchSpaceError naming `name`. `stop_included`:
-    range(start, stop) includes stop (another app's sweep, in hydra-optuna-sweeper's meaning)."""
+def _values(override: Override) -> list[Any]:
+    """A choice's values, or a range's with its stop (`_with_stop`)."""
+    values = list(override.sweep_iterator(transformer=Transformer.identity))
+    if override.is_range_sweep():
+        rng = override.value()
+        values = _with_stop(rng.start, rng.stop, rng.step, values)
+    return values
+
+
+def _distribution(name: str, override: Override) -> BaseDistribution:
+    """One sweep override -> distribution; raises SearchSpaceError naming `name`."""
     key = f"{PARAMS_KEY}.{name}"
     if override.is_choice_sweep() or (override.is_range_sweep() and override.value().shuffle):
-        choices = list(override.sweep_iterator(transformer=Transformer.identity))
+        choices = _values(override)
         bad = [c for c in choices if not isinstance(c, (str, int, float, bool, type(None)))]
         if bad:
             raise SearchSpaceError([Problem(key, bad[0], "choices of str, int, float, bool or null")])
@@ -133,12 +141,10 @@ def _distribution(name: str, override: Override, stop_included: bool = False) ->
         return CategoricalDistribution(choices)
     if override.is_range_sweep():
         rng = override.value()
-        values = list(override.sweep_iterator(transformer=Transformer.identity))
-        if stop_included:
-            values = _with_stop(rng.start, rng.stop, rng.step, values)
+        values = _values(override)
         if not values:
-            raise SearchSpaceError([Problem(key, override.input_line,
-                                            "a non-empty range(start, stop, step): stop is excluded, as in Python")])
+            raise SearchSpaceError([Problem(key, override.input_line, "a non-empty range(start, stop, step) "
+                                            "(stop included where the steps land on it)")])
         step = abs(rng.step)
         if all(isinstance(v, int) for v in (rng.start, rng.stop, rng.step)):
             return IntDistribution(min(values), max(values), step=int(step))
@@ -160,12 +166,10 @@ def _distribution(name: str, override: Override, stop_included: bool = False) ->
                                     "choice(...), range(...), interval(...) or tag(log, interval(...))")])
 
 
-def parse(params_conf: list[str], parser: OverridesParser, stop_included: bool = False) -> SearchSpace:
+def parse(params_conf: list[str], parser: OverridesParser) -> SearchSpace:
     """`key=value` strings (sweep params, then command-line overrides) -> SearchSpace.
 
-    A later override of the same key wins (the command line over the sweep file). `stop_included`:
-    range(start, stop) includes stop, as hydra-optuna-sweeper reads it (for apps that are not ours,
-    verlsweep.study.app).
+    A later override of the same key wins (the command line over the sweep file).
     """
     space = SearchSpace()
     problems: list[Problem] = []
@@ -187,7 +191,7 @@ def parse(params_conf: list[str], parser: OverridesParser, stop_included: bool =
             problems.append(Problem(f"{PARAMS_KEY}.{name}", line, "choice(...) instead of glob(...)"))
             continue
         try:
-            dist = _distribution(name, override, stop_included)
+            dist = _distribution(name, override)
         except SearchSpaceError as exc:
             problems += exc.problems
             continue

@@ -1,4 +1,4 @@
-"""Device subsets of one node (`hydra.sweeper.devices_per_trial=K`): concurrent trials on disjoint devices.
+"""Device subsets of one node (`study.devices_per_trial=K`): concurrent trials on disjoint devices.
 
 An 8-device node runs 8/K trials at once, each on its own K devices: the trial's visible-devices
 variable (`hardware.visible_devices_env`: ASCEND_RT_VISIBLE_DEVICES, CUDA_VISIBLE_DEVICES) names its
@@ -19,7 +19,7 @@ from verlsweep.command.overrides import format_value
 from verlsweep.common.distributions import discrete_values
 from verlsweep.common.errors import Problem
 
-KEY = "hydra.sweeper.devices_per_trial"
+KEY = "study.devices_per_trial"
 TP = "verl.actor_rollout_ref.rollout.tensor_model_parallel_size"
 HCCL_BASE_PORT = 60000          # HCCL's own default base
 HCCL_PORTS = 64                 # per group: HCCL takes 32 from its base; twice that leaves room
@@ -42,8 +42,8 @@ class Subsets:
                 f"++env.HCCL_IF_BASE_PORT={HCCL_BASE_PORT + i * HCCL_PORTS}"]
 
 
-def plan(config: DictConfig, per_trial: int | None, n_jobs: int, distributions: dict[str, Any],
-         schedule: str) -> tuple[Subsets | None, list[Problem]]:
+def device_groups(config: DictConfig, per_trial: int | None, n_jobs: int, distributions: dict[str, Any],
+                  schedule: str) -> tuple[Subsets | None, list[Problem]]:
     """The node's groups for `per_trial` devices each, or the problems with the request."""
     if per_trial is None:
         return None, []

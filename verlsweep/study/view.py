@@ -11,8 +11,9 @@ from omegaconf import DictConfig
 
 from verlsweep.record import budget
 from verlsweep.record.trials_csv import reportable
-from verlsweep.study import outputs, parent_run
+from verlsweep.study import outputs
 from verlsweep.study.progress import Progress
+from verlsweep.tracking import sweep_run
 
 
 # the most of a sweep's wall time the live report's redraws may take (the final one is always drawn)
@@ -23,7 +24,7 @@ class SweepView:
     def __init__(self, config: DictConfig, sweep_dir: Path, objectives: list[str], progress: Progress,
                  parent: str | None, report: bool = True) -> None:
         self.config = config
-        self.report = report             # false: not our own task (verlsweep.study.app), no report.html
+        self.report = report             # report.html and plots/ (the app's hooks say: verlsweep.study.hooks)
         self.sweep_dir = sweep_dir
         self.objectives = objectives
         self.progress = progress
@@ -57,7 +58,7 @@ class SweepView:
         if best:
             metrics["best_objective"] = best[0].values[0]
         root = [self.sweep_dir / n for n in (outputs.TRIALS_CSV, outputs.BEST_YAML, outputs.BEST_LAUNCH)]
-        parent_run.update_parent_run(self.config, self.parent, len(finished), metrics,
-                                    {"": root + [f for f in files if f.suffix == ".html"],
+        sweep_run.update_sweep_run(self.config, self.parent, len(finished), metrics,
+                                   {"": root + [f for f in files if f.suffix == ".html"],
                                      "plots": [f for f in files if f.suffix == ".png"]})
         return files

@@ -1,25 +1,56 @@
-"""The sweep's parent run: created before the first trial, updated after every batch, ended at the end
-(the contract in verlsweep.tracking.mlflow_runs; verlsweep.tracking.study_runs finds and continues it
-when the study resumes)."""
+"""The sweep's MLflow run: the one parent run of a study's trial runs.
+
+Created before the first trial, updated after every batch, ended with the sweep (the contract in
+verlsweep.tracking.mlflow_runs). A study has one: a resumed or second sweep process continues it (status
+back to RUNNING, `sweep.resumes` counted, verlsweep.tracking.study_runs) unless
+`tracking.new_parent_run=true`, which starts a new one and tags the old `sweep.superseded_by`. It ends
+when the last live sweep session on the study ends. Untracked (`tracking.enabled=false`, or a dry run):
+the study calls none of this.
+"""
 from __future__ import annotations
 
 import json
+import logging
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
+from verlsweep.tracking import mlflow_runs, store, study_runs
 from verlsweep.tracking.mlflow_runs import ROLE_TAG, filter_literal, group_tags, log_params, param_value, plain
 from verlsweep.tracking.store import artifact_location, client_for, ensure_experiment, experiment_name, tracking_uri
 
+log = logging.getLogger(__name__)
+
 SWEEP_INDEX_TAG = "sweep.index"
+PARENT_RUN_KEY = mlflow_runs.PARENT_RUN_KEY
+KILLED_FOUND_BY_TAG = "sweep.killed_session_found_by"
+
+
+@dataclass
+class Tracking:
+    """Where the study's runs are: an MlflowClient, the experiment, the study's sweep run."""
+
+    client: Any
+    experiment_id: str | None
+    parent: str | None = None
+
+
+def enabled(config: DictConfig) -> bool:
+    return bool(OmegaConf.select(config, "tracking.enabled", default=False))
+
+
+def where(config: DictConfig, study_name: str) -> dict[str, str]:
+    """{uri, experiment} of the study's runs, kept with the study for `verlsweep.report`."""
+    return {"uri": store.tracking_uri(config), "experiment": store.experiment_name(config, study_name)}
 
 
 def start_sweep_run(cfg: DictConfig, study_name: str, search_space: Mapping[str, Any], *,
                     sampler: str | None = None, sweep_name: str | None = None,
                     fixed: Mapping[str, Any] | None = None) -> str:
-    """Create the sweep's parent run and return its id (see the contract at the top).
+    """Create a new sweep run and return its id.
 
     `fixed`: the recipe values to log as params; default: every `verl.*` leaf of `cfg` that the search
     space does not vary, under its dotted verl key.
@@ -49,8 +80,8 @@ def start_sweep_run(cfg: DictConfig, study_name: str, search_space: Mapping[str,
     return run_id
 
 
-def _next_sweep_index(client, exp_id: str, study_name: str) -> int:
-    """1 + the sweep runs of this study so far: parent runs read `rollout_memory #1`, `#2`, ..."""
+def _next_sweep_index(client: Any, exp_id: str, study_name: str) -> int:
+    """1 + the sweep runs of this study so far: sweep runs read `rollout_memory #1`, `#2`, ..."""
     runs = client.search_runs([exp_id], filter_string=f"tags.`sweep.study` = {filter_literal(study_name)}",
                               max_results=1000)
     indices = [int(r.data.tags.get(SWEEP_INDEX_TAG, "0") or 0) for r in runs
@@ -58,22 +89,85 @@ def _next_sweep_index(client, exp_id: str, study_name: str) -> int:
     return max([0, *indices, len(indices)]) + 1
 
 
-def update_sweep_run(cfg: DictConfig, run_id: str, step: int, metrics: Mapping[str, float],
+def open_sweep_run(config: DictConfig, study_name: str, search_space: Mapping[str, Any], *, sampler: str,
+                   sweep_name: str | None, session: str, others_alive: bool) -> Tracking | None:
+    """The study's sweep run (continued, joined or new) and the store, or None when not tracked.
+
+    An unusable store raises verlsweep.tracking.store.TrackingUnavailable (a ConfigError): before any trial.
+    `others_alive`: another sweep process works on the study now (its sweep run is RUNNING for it).
+    """
+    if not enabled(config):
+        return None
+    client = store.client_for(store.tracking_uri(config))
+    name = store.experiment_name(config, study_name)
+    exp = store.ensure_experiment(client, name, store.artifact_location(config, name))
+    existing = study_runs.parents(client, exp, study_name)
+    new = bool(OmegaConf.select(config, "tracking.new_parent_run", default=False))
+    if existing and not new:
+        run = existing[0]
+        dead = run.info.status == "RUNNING" and not others_alive
+        if dead:
+            log.warning("verlsweep: parent run %s was left RUNNING by a sweep process that died; %s continues it",
+                        run.info.run_id, session)
+        if run.info.status != "RUNNING" or dead:
+            study_runs.continue_parent(client, run.info.run_id, {KILLED_FOUND_BY_TAG: session} if dead else {})
+        return Tracking(client, exp, run.info.run_id)
+    mine = start_sweep_run(config, study_name, dict(search_space), sampler=sampler, sweep_name=sweep_name)
+    if new:
+        for old in existing:
+            status = "KILLED" if old.info.status == "RUNNING" and not others_alive else old.info.status
+            study_runs.end_run(client, old.info.run_id, status, {study_runs.SUPERSEDED_TAG: mine})
+        return Tracking(client, exp, mine)
+    return Tracking(client, exp, study_runs.elect_parent(client, exp, study_name, mine))
+
+
+def update_sweep_run(cfg: DictConfig, run_id: str | None, step: int, metrics: Mapping[str, float],
                      files: Mapping[str, Iterable[Path]] | None = None) -> None:
-    """After a batch: the sweep's numbers as step `step` of a series, and its output files (replaced),
-    `files` by artifact folder ("" for the run's root)."""
+    """After a batch: the sweep's numbers as step `step` of a series (a resumed sweep continues it) and
+    its output files (replaced), `files` by artifact folder ("" for the run's root). A store that fails
+    here is logged: the sweep's results are on disk either way."""
+    if run_id is None:
+        return
     from mlflow.entities import Metric
 
-    client = client_for(tracking_uri(cfg))
-    now = int(time.time() * 1000)
-    batch = [Metric(k, float(v), now, step) for k, v in metrics.items() if v is not None]
-    if batch:
-        client.log_batch(run_id, metrics=batch)
-    for folder, paths in (files or {}).items():
-        for path in paths:
-            if path.is_file():
-                client.log_artifact(run_id, str(path), artifact_path=folder or None)
+    try:
+        client = client_for(tracking_uri(cfg))
+        now = int(time.time() * 1000)
+        batch = [Metric(k, float(v), now, step) for k, v in metrics.items() if v is not None]
+        if batch:
+            client.log_batch(run_id, metrics=batch)
+        for folder, paths in (files or {}).items():
+            for path in paths:
+                if path.is_file():
+                    client.log_artifact(run_id, str(path), artifact_path=folder or None)
+    except Exception as exc:  # noqa: BLE001 - the sweep's results are on disk either way
+        log.warning("could not update MLflow parent run %s: %s", run_id, exc)
 
 
 def finish_sweep_run(cfg: DictConfig, run_id: str, status: str = "FINISHED") -> None:
     client_for(tracking_uri(cfg)).set_terminated(run_id, status)
+
+
+def close_sweep_run(tracking: Tracking | None, status: str, others_alive: bool) -> None:
+    """End the sweep run unless another live sweep process still works on the study (the last one ends it)."""
+    if tracking is None or tracking.parent is None or others_alive:
+        return
+    try:
+        study_runs.end_run(tracking.client, tracking.parent, status)
+    except Exception as exc:  # noqa: BLE001 - the sweep's results are on disk either way
+        log.warning("could not end MLflow parent run %s as %s: %s", tracking.parent, status, exc)
+
+
+def ui_hint(config: DictConfig, run_id: str) -> str:
+    """How to look at the sweep in the MLflow UI (the runs table with the sweep's columns)."""
+    uri = store.tracking_uri(config)
+    try:
+        exp_id = store.client_for(uri).get_run(run_id).info.experiment_id
+    except Exception:  # noqa: BLE001 - only a hint
+        return f"MLflow: parent run {run_id} in {uri}"
+    remote = uri.startswith(("http://", "https://"))
+    serve = f"open {uri.rstrip('/')}" if remote else f"mlflow ui --backend-store-uri {uri}"
+    base = uri.rstrip("/") if remote else "http://127.0.0.1:5000"
+    return (f"MLflow: {serve}  ->  {base}{store.ui_path(exp_id)}\n"
+            "  (opens on the study's trials, best objective first; the sweep's own run with its best so far and "
+            "report: Exit shared view)")

@@ -52,7 +52,7 @@ _ACTOR_DIED = re.compile(r"The actor died unexpectedly before finishing this tas
 _FRAME = re.compile(r'^\s+File ".*", line \d+, in (\w+)')
 
 # Where in a step a device OOM struck, from the verl 0.9.1 worker methods on its traceback (the innermost
-# one wins). What the OOM proves about other configs depends on it (verlsweep.infer.rules).
+# one wins). What the OOM proves about other configs depends on it (verlsweep.proofs.rules).
 #   training      verl/workers/engine_workers.py compute_ref_log_prob, compute_log_prob, update_actor;
 #                 TrainingWorker.train_batch / infer_batch (the critic's update and values)
 #   rollout_wake  engine_workers.py update_weights (resumes the rollout's weights, offloads the actor,

@@ -1,12 +1,12 @@
-"""verlsweep.infer.sampler.BoundarySampler driven by a real in-memory Optuna study."""
+"""verlsweep.proofs.sampler.BoundarySampler driven by a real in-memory Optuna study."""
 from __future__ import annotations
 
 import optuna
 import pytest
 
-from verlsweep.infer.rules import OFFLOADS, TP, UTIL, Observed, decide
-from verlsweep.infer.evidence import PHASE_ATTR, observed
-from verlsweep.infer.sampler import BoundarySampler
+from verlsweep.proofs.rules import OFFLOADS, TP, UTIL, Observed, decide
+from verlsweep.proofs.evidence import PHASE_ATTR, observed
+from verlsweep.proofs.sampler import BoundarySampler
 
 DISTS = {UTIL: optuna.distributions.FloatDistribution(0.3, 0.95, step=0.05),
          TP: optuna.distributions.CategoricalDistribution((1, 2, 4, 8)),

@@ -19,8 +19,8 @@ from optuna.distributions import BaseDistribution
 from optuna.trial import FrozenTrial, TrialState
 
 from verlsweep.common.distributions import discrete_values
-from verlsweep.infer.evidence import evidence
-from verlsweep.infer.rules import KNOBS, OFFLOADS, TP, UTIL, Observed, infer
+from verlsweep.proofs.evidence import evidence
+from verlsweep.proofs.rules import KNOBS, OFFLOADS, TP, UTIL, Observed, infer
 
 
 def _key(p: Mapping[str, Any]) -> tuple:

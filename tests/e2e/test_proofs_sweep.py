@@ -4,7 +4,7 @@ The stand-in's `auto` mode decides each trial from its memory model (tests/suppo
 MemoryModel): with a 20 GiB training peak and no offload, vLLM's start-up check refuses util 0.80 on a
 60.96 GiB device (free 47.66 GiB < 48.77) and accepts 0.75; with a 60 GiB peak, training itself does
 not fit at any util. The proposals are enqueued in a fixed order, so the test reads which of them the
-sweeper launched and which it ruled out from what an earlier trial proved (verlsweep.infer.rules).
+sweeper launched and which it ruled out from what an earlier trial proved (verlsweep.proofs.rules).
 """
 from __future__ import annotations
 
@@ -37,8 +37,8 @@ def _sweep(tmp_path: Path, store: Path, fixtures: tuple[Path, Path], peak_gb: in
     proc = run_sweep(tmp_path, [
         *tiny_overrides(*fixtures, tmp_path / "out", uri), standin_entrypoint(), "validate.verl=false",
         "trial.steps=2", "+env.VERL_STANDIN_MODE=auto", f"+env.VERL_STANDIN_PEAK_MEMORY_GB={peak_gb}",
-        "+env.VERL_STANDIN_STEP_SECONDS=0.05", "hydra/sweeper/pruner=none", "hydra.sweeper.enqueue_recipe=false",
-        "hydra.sweeper.guide.top_k=0", f"hydra.sweeper.n_trials={len(order)}",
+        "+env.VERL_STANDIN_STEP_SECONDS=0.05", "hydra/sweeper/pruner=none", "study.enqueue_recipe=false",
+        "study.guide.top_k=0", f"hydra.sweeper.n_trials={len(order)}",
         f"hydra.sweeper.enqueue=[{','.join(order)}]", f"hydra.sweep.dir={tmp_path / 'sweep'}",
     ], mark, multirun=True, report=True)
     assert proc.returncode == 0, proc.stderr[-3000:]

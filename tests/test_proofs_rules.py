@@ -1,9 +1,9 @@
-"""verlsweep.infer.rules: what one trial proves about the configs not tried (one test per rule)."""
+"""verlsweep.proofs.rules: what one trial proves about the configs not tried (one test per rule)."""
 from __future__ import annotations
 
 import itertools
 
-from verlsweep.infer.rules import KNOBS, OFFLOADS, PRIORS, RULES, TP, UTIL, Observed, decide, infer
+from verlsweep.proofs.rules import KNOBS, OFFLOADS, PRIORS, RULES, TP, UTIL, Observed, decide, infer
 
 UTILS = [round(0.30 + 0.05 * i, 2) for i in range(14)]
 
@@ -55,7 +55,7 @@ def test_an_oom_of_unknown_phase_and_other_failures_prove_nothing():
     assert decide([Observed(1, cfg(0.5), "oom", None), Observed(2, cfg(0.5), "crash")], cfg(0.9)).verdict == "unknown"
 
 
-def test_infer_gives_one_verdict_per_config_and_names_the_earliest_trial():
+def test_proofs_gives_one_verdict_per_config_and_names_the_earliest_trial():
     space = [dict(zip(KNOBS, c)) for c in itertools.product(UTILS, (1, 2), *([(True, False)] * 3))]
     trials = [Observed(7, cfg(0.8), "oom", "vllm_start"), Observed(2, cfg(0.7), "oom", "vllm_start")]
     out = infer(trials, space)

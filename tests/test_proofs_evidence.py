@@ -1,4 +1,4 @@
-"""A study's trials as evidence (verlsweep.infer.evidence): what the sweeper reads before it launches."""
+"""A study's trials as evidence (verlsweep.proofs.evidence): what the sweeper reads before it launches."""
 from __future__ import annotations
 
 import optuna
@@ -6,8 +6,8 @@ from optuna.distributions import CategoricalDistribution, FloatDistribution
 from optuna.trial import TrialState, create_trial
 
 from verlsweep.common.names import RULED_OUT_ATTR
-from verlsweep.infer.evidence import observed, proof, proof_of_failure
-from verlsweep.infer.rules import OFFLOADS, TP, UTIL
+from verlsweep.proofs.evidence import observed, proof, proof_of_failure
+from verlsweep.proofs.rules import OFFLOADS, TP, UTIL
 
 DISTS = {UTIL: FloatDistribution(0.3, 0.95, step=0.05), TP: CategoricalDistribution([1, 2, 4]),
          **{o: CategoricalDistribution([True, False]) for o in OFFLOADS}}

@@ -12,7 +12,7 @@ from typing import Any, Iterable, Mapping
 from optuna.trial import FrozenTrial, TrialState
 
 from verlsweep.common.names import FAILURE_PHASE_ATTR, RULED_OUT_ATTR
-from verlsweep.infer.rules import KNOBS, Decided, Observed, decide
+from verlsweep.proofs.rules import KNOBS, Decided, Observed, decide
 
 PHASE_ATTR = FAILURE_PHASE_ATTR
 OUTCOME_ATTR = "outcome"          # trial user attr: TrialResult.outcome
