@@ -167,10 +167,16 @@ class OptunaReporter:
 
 
 def reporter_for(cfg: DictConfig) -> StepReporter:
-    """The step reporter for this trial: Optuna-backed in a sweep, a no-op for a single run."""
-    number = OmegaConf.select(cfg, "trial.number", default=None)
-    storage = OmegaConf.select(cfg, "trial.storage", default=None)
-    study_name = OmegaConf.select(cfg, "trial.study_name", default=None)
+    """The step reporter of a job of any Hydra app whose config has trial.number/storage/study_name (the
+    sweeper's links): Optuna-backed in a sweep, a no-op for a single run."""
+    return reporter(OmegaConf.select(cfg, "trial.number", default=None),
+                    OmegaConf.select(cfg, "trial.storage", default=None),
+                    OmegaConf.select(cfg, "trial.study_name", default=None))
+
+
+def reporter(number: int | None, storage: str | None, study_name: str | None) -> StepReporter:
+    """The step reporter of trial `number` of `study_name` in `storage` (a trial's TrialConfig holds the
+    three); a no-op when any is missing (a single run)."""
     if number is None or not storage or not study_name:
         return NullReporter()
     return OptunaReporter(str(storage), str(study_name), int(number))

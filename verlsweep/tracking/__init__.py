@@ -3,6 +3,6 @@ MLFLOW_RUN_ID), its params, tags, metrics, artifacts and final status (`mlflow_r
 the study's experiment (`store`); the sweep's parent run (`sweep_run`); a study's runs (`study_runs`);
 device peaks (`system_metrics`).
 
-May import: verlsweep.common, verlsweep.command (to flatten knobs into params). Never the trial
-process, the planner or the sweeper.
+May import: verlsweep.common, verlsweep.config (the trial's typed settings), verlsweep.command (to
+flatten knobs into params). Never the trial process, the planner or the sweeper.
 """
