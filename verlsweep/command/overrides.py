@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable
 
-from verlsweep.config.read import flatten  # noqa: F401 - its old home: importers of the sweep keep it
+from verlsweep.config.task_config import flatten  # noqa: F401 - its old home: importers of the sweep keep it
 
 # A string Hydra reads back as the same string without quotes. Anything else gets quoted.
 _PLAIN = re.compile(r"[A-Za-z_/~.][\w./~+@-]*")

@@ -12,7 +12,7 @@ May import: verlsweep.common. Every later stage may import it.
 from verlsweep.config.hardware import Hardware
 from verlsweep.config.model import ModelConfig
 from verlsweep.config.node import ConfigNode, convert, from_plain
-from verlsweep.config.read import TaskConfig, check_resolves, flatten, plain, read
+from verlsweep.config.task_config import TaskConfig, check_resolves, flatten, plain, read
 from verlsweep.config.runner import (RUNNERS, EstimateRunnerConfig, Limits, RunnerConfig, ScriptRunnerConfig,
                                      VerlRunnerConfig)
 from verlsweep.config.settings import (AlgorithmConfig, MonitorConfig, Objective, PathsConfig, PlanConfig,
