@@ -27,3 +27,17 @@ def test_cli_exits_nonzero_with_message_and_launches_nothing(tmp_path, args, nee
     assert needle in proc.stderr
     assert "Traceback" not in proc.stderr
     assert not marker.exists()
+
+
+@pytest.mark.slow
+def test_a_value_of_the_wrong_type_exits_2_naming_its_key_and_type(tmp_path):
+    """verlsweep.config.read, first in the trial task: the problem names the full key and what it takes."""
+    marker = tmp_path / "launched"
+    entry = f"runner.entrypoint=[{sys.executable},-c,'open(\"{marker}\",\"w\")']"
+    proc = subprocess.run([sys.executable, str(REPO / "sweep.py"), "hardware.hbm_total_gb=96GB", "trial.steps=five",
+                           entry, f"paths.output_root={tmp_path}"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=180)
+    assert proc.returncode == 2
+    assert "hardware.hbm_total_gb='96GB': a number or null" in proc.stderr
+    assert "trial.steps='five': an integer" in proc.stderr
+    assert "Traceback" not in proc.stderr and not marker.exists()

@@ -142,8 +142,8 @@ READ = ("verl", "hardware", "model", "plan", "env")
 
 def tree_of(cfg: Mapping[str, Any]) -> dict[str, Any]:
     """The nodes the planner reads (READ), resolved into plain containers: reading a plain dict costs
-    nothing, where every OmegaConf select parses its interpolations again (the guide reads hundreds
-    of candidates)."""
+    nothing, where every read of the composed config parses its interpolations again (the guide reads
+    hundreds of candidates)."""
     return {k: plain(cfg.get(k)) for k in READ}
 
 
