@@ -3,7 +3,8 @@
 The sweep (verlsweep.study, run by hydra_plugins/verlsweep_sweeper) owns the study: it asks, launches
 and tells. The trial task only needs two things from it, and both live here so sweep and task open the
 study the same way: `open_storage(url)` (one storage setup for every process that writes the study) and
-`reporter_for(cfg)`, the per-step pruning hook the runner calls (verlsweep.common.result.StepReporter).
+`reporter(number, storage, study_name)` (a trial's typed trial.* fields; `reporter_for(cfg)` reads them from
+any Hydra app's config), the per-step pruning hook the runner calls (verlsweep.common.result.StepReporter).
 
 The sweep passes `trial.number`, `trial.study_name` and `trial.storage` as overrides of every job,
 and stores its pruner's spec in the study's user attrs (`PRUNER_ATTR`), so a trial process rebuilds
