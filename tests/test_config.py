@@ -93,7 +93,8 @@ def _group_files() -> list[tuple[type, Path, dict]]:
     out = []
     for path in sorted((CONF_DIR / "hardware").glob("*.yaml")) + sorted((CONF_DIR / "device").glob("*.yaml")):
         out.append((Hardware, path, yaml.safe_load(path.read_text())["hardware"]))
-    out += [(ModelConfig, p, yaml.safe_load(p.read_text())["model"]) for p in sorted((CONF_DIR / "model").glob("*.yaml"))]
+    out += [(ModelConfig, p, yaml.safe_load(p.read_text())["model"])
+            for p in sorted((CONF_DIR / "model").glob("*.yaml"))]
     out += [(AlgorithmConfig, p, yaml.safe_load(p.read_text())["algorithm"])
             for p in sorted((CONF_DIR / "algorithm").glob("*.yaml"))]
     for path in sorted((CONF_DIR / "runner").glob("*.yaml")):

@@ -283,12 +283,11 @@ def _config_error(cfg: DictConfig, settings: TaskConfig | None, exc: ConfigError
     """A multirun trial the config rules rejected: tracked as outcome config_error, nothing launched.
     Nothing was prepared: its run is made from the config as read (`settings`). A config that could not
     even be read (a value of the wrong type) has no tracking settings either: its outcome still goes to
-    the sweeper and the job's dir, and the log says it has no run."""
+    the sweeper, and the log says it has no run."""
     backend = settings.runner.name if settings is not None else str(cfg.runner.name)
     result = TrialResult("config_error", excerpt=str(exc), backend=backend,
                          duration_s=time.monotonic() - started, refused_keys=[p.key for p in exc.problems])
     log.error("trial rejected: %s", exc)
-    tracked = None
     if settings is None:
         log.warning("trial not tracked in MLflow: its config could not be read (above)")
     elif settings.tracking.enabled:
