@@ -21,7 +21,7 @@ import types
 import typing
 from dataclasses import MISSING, fields, replace
 from functools import cache
-from typing import Any, Callable, Iterator, Mapping, TypeVar
+from typing import Any, Callable, Iterator, Mapping, TypeVar, cast
 
 from omegaconf import OmegaConf
 from omegaconf.errors import ValidationError
@@ -93,9 +93,9 @@ def convert(cls: type[N], node: Any, key: str) -> N:
     names = _names(cls)
     if not isinstance(plain, Mapping):
         raise ConfigError([Problem(key, plain, f"a mapping with the keys {', '.join(names)}")])
-    problems = [Problem(f"{key}.{k}", v, f"a key of {key}: {', '.join(names)}")
+    problems = [Problem(f"{key}.{k!s}", v, f"a key of {key}: {', '.join(names)}")
                 for k, v in plain.items() if k not in names]
-    data = {k: v for k, v in plain.items() if k in names}
+    data = {str(k): v for k, v in plain.items() if k in names}
     problems += [Problem(f"{key}.{name}", None, f"required: {expected(_hints(cls)[name])}")
                  for name in required(cls) if name not in data]
     schema = _schema(cls)
@@ -127,7 +127,7 @@ def _with_tuples(out: N) -> N:
     """OmegaConf returns a list for a tuple field; a frozen node holds the tuple it declares."""
     lists = {name: tuple(value) for name, value in ((n, getattr(out, n)) for n in _names(type(out)))
              if isinstance(value, list) and _casts(type(out))[name] is tuple}
-    return replace(out, **lists) if lists else out
+    return replace(cast(Any, out), **lists) if lists else out
 
 
 @cache

@@ -61,7 +61,7 @@ def plain(value: Any) -> Any:
 
 def flatten(node: Any, prefix: str = "") -> dict[str, Any]:
     """Resolved leaves of a nested mapping as dotted paths; lists stay whole (they are verl values)."""
-    container = OmegaConf.to_container(node, resolve=True) if isinstance(node, (DictConfig, ListConfig)) else node
+    container: Any = OmegaConf.to_container(node, resolve=True) if isinstance(node, (DictConfig, ListConfig)) else node
     out: dict[str, Any] = {}
     for key, value in container.items():
         path = f"{prefix}{key}"
