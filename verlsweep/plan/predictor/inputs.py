@@ -154,6 +154,7 @@ def from_cfg(cfg: Mapping[str, Any]) -> PlanInputs:
 
 
 def from_task(task: TaskConfig) -> PlanInputs:
+    """A trial's TaskConfig: its hardware, model and plan nodes and its flat verl values (verlsweep.prepare)."""
     return inputs_of(task.hardware, task.model, task.plan, VerlValues(task), task.env)
 
 
