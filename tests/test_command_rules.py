@@ -9,7 +9,8 @@ import pytest
 from omegaconf import OmegaConf
 
 from verlsweep.command.compose import compose_config
-from verlsweep.command.rules import OFFLOAD_FLAGS, check_resolves, check_rules
+from verlsweep.command.rules import OFFLOAD_FLAGS, check_rules
+from verlsweep.config import check_resolves
 
 ROLLOUT = "verl.actor_rollout_ref.rollout"
 ACTOR = "verl.actor_rollout_ref.actor"

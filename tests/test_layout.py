@@ -1,7 +1,7 @@
 """The package's layout keeps data flowing one way: no stage imports a later one.
 
     sweep.py -> hydra_plugins/verlsweep_sweeper (thin: Hydra's side) -> verlsweep.study (the sweep)
-    -> Hydra's launcher -> task.py -> command -> plan -> trial -> tracking; reconcile, record and
+    -> Hydra's launcher -> task.py -> config -> command -> plan -> trial -> tracking; reconcile, record and
     report after (study imports report for report.html, so what report's --status shares with the
     sweep is record, below both).
 
@@ -26,17 +26,19 @@ OPTUNA_ADAPTER = PKG / "common" / "optuna_private.py"
 # stage -> the verlsweep subpackages it may import (besides itself); the order data flows in
 ALLOWED = {
     "common": set(),
-    "command": {"common"},
-    "plan": {"common", "command"},
-    "trial": {"common", "command", "plan"},
-    "tracking": {"common", "command", "plan", "trial"},
+    "config": {"common"},
+    "command": {"common", "config"},
+    "plan": {"common", "config", "command"},
+    "trial": {"common", "config", "command", "plan"},
+    "tracking": {"common", "config", "command", "plan", "trial"},
     "study_link": {"common"},
     "reconcile": {"common", "trial", "tracking", "study_link"},
     "record": {"common", "reconcile"},
     "report": {"common", "proofs", "tracking", "study_link", "reconcile", "record"},
     "proofs": {"common"},
     # orchestrates the sweep; nothing in verlsweep imports it (only hydra_plugins does)
-    "study": {"common", "command", "plan", "proofs", "tracking", "reconcile", "record", "report", "study_link"},
+    "study": {"common", "config", "command", "plan", "proofs", "tracking", "reconcile", "record", "report",
+              "study_link"},
 }
 
 

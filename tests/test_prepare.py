@@ -10,9 +10,10 @@ from verlsweep.command.compose import build_command, compose_config
 from verlsweep.common.errors import ConfigError
 from verlsweep.common.names import TRIAL_DIR_ENV
 from verlsweep.common.result import NullReporter
+from verlsweep.config import Hardware, Limits, Objective
 from verlsweep.plan.predictor import verdict as verdict_mod
 from verlsweep.prepare import PreparedTrial, prepare
-from verlsweep.trial.runners import Clearance, Hardware, Limits, Objective, RunOutput, Runner, RunSpec
+from verlsweep.trial.runners import Clearance, RunOutput, Runner, RunSpec
 
 ESTIMATE = ["hardware=a2_64g", "algorithm=remax", "runner=estimate", "validate.verl=false", "tracking.enabled=false"]
 ROLLOUT = "verl.actor_rollout_ref.rollout"
@@ -47,8 +48,9 @@ def test_prepare_returns_the_typed_pieces_of_the_trial():
     assert isinstance(spec, RunSpec) and spec.command is prepared.command and spec.runner == "estimate"
     assert spec.steps == 7 and spec.trial_number == 3
     assert spec.objective == Objective("perf/throughput", "median", 1, ("perf/time_per_step",))
-    assert spec.hardware == Hardware(name="a2_64g", device="npu", devices_per_node=8, nnodes=2,
-                                     hbm_usable_gb=pytest.approx(60.96))
+    assert isinstance(spec.hardware, Hardware)
+    assert (spec.hardware.name, spec.hardware.device, spec.hardware.devices_per_node, spec.hardware.nnodes,
+            spec.hardware.hbm_usable_gb) == ("a2_64g", "npu", 8, 2, pytest.approx(60.96))
     assert isinstance(spec.limits, Limits)
     assert spec.options["noise"] == 0.1 and spec.options["name"] == "estimate"    # plain values, not a DictConfig
     assert spec.verl["actor_rollout_ref.rollout.gpu_memory_utilization"] == 0.7
@@ -80,7 +82,7 @@ def test_a_bad_key_fails_before_anything_launches_with_the_key_named(plans, monk
         prepare(compose_config([*ESTIMATE, "runner.name=slurm"]), overrides=[])
     with pytest.raises(ConfigError, match="hardware.cpus"):
         prepare(compose_config([*ESTIMATE, "hardware.cpus=lots"]), overrides=[])
-    assert len(plans) == 1 and launched == []      # only the CPU count got as far as the planner; nothing ran
+    assert len(plans) == 0 and launched == []      # a CPU count of the wrong type stops at reading; nothing ran
 
 
 def test_missing_model_paths_fail_a_real_run_but_only_warn_when_dry():

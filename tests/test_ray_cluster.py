@@ -23,13 +23,14 @@ def test_only_a_multi_node_trial_inside_an_allocation_gets_a_cluster():
 
 def test_a_two_node_trial_in_an_allocation_spans_its_nodes_with_the_hardware_groups_devices(tmp_path):
     from verlsweep.command.compose import compose_config
-    from verlsweep.prepare import hardware
+    from verlsweep.config import read
     from verlsweep.trial.runners.process import multi_node_cluster
 
     env = {**os.environ, "PATH": f"{FAKE_BIN}:{os.environ['PATH']}", "SLURM_JOB_NODELIST": "nodeA,nodeB",
            "SLURM_CPUS_PER_TASK": "48"}
-    cluster = multi_node_cluster(hardware(compose_config(["hardware=a2_64g", "hardware.nnodes=2"])), None, env, tmp_path)
+    cluster = multi_node_cluster(read(compose_config(["hardware=a2_64g", "hardware.nnodes=2"])).hardware, None, env,
+                                 tmp_path)
     assert cluster is not None
     assert (cluster.spec.hosts, cluster.spec.resource, cluster.spec.expected_devices, cluster.spec.cpus_per_node) == \
         (["nodeA", "nodeB"], "NPU", 16, 48)
-    assert multi_node_cluster(hardware(compose_config(["hardware=a2_64g"])), None, env, tmp_path) is None
+    assert multi_node_cluster(read(compose_config(["hardware=a2_64g"])).hardware, None, env, tmp_path) is None

@@ -5,8 +5,12 @@ real local Ray for a placement group it cannot place, through `python sweep.py` 
 """
 from __future__ import annotations
 
+import dataclasses
+
 from verlsweep.common.result import CONSTRAINT_OUTCOMES, OUTCOMES
 from verlsweep.trial import classify
+from verlsweep.command.compose import compose_config
+from verlsweep.config import VerlRunnerConfig, read
 from verlsweep.trial.ray_watch import Judge, RayWatch
 
 
@@ -54,20 +58,23 @@ def test_queued_tasks_after_the_first_step_are_not_a_schedule_problem():
     assert Judge(timeout_s=10).feed(snap(pending=[{"CPU": 4.0}]), now=0.0, any_step=True)   # never fits
 
 
-def test_the_watch_is_inert_without_a_ray_or_with_the_timeout_off():
-    from omegaconf import OmegaConf
+def _runner(schedule_timeout: float) -> VerlRunnerConfig:
+    """runner=verl's options as composed, with this schedule_timeout."""
+    runner = read(compose_config(["runner=verl"])).runner
+    assert isinstance(runner, VerlRunnerConfig)
+    return dataclasses.replace(runner, schedule_timeout=schedule_timeout)
 
-    assert RayWatch.for_trial(OmegaConf.create({"schedule_timeout": 120}), None, {}).proc is None
-    off = RayWatch.for_trial(OmegaConf.create({"schedule_timeout": 0}), "/nonexistent", {})
+
+def test_the_watch_is_inert_without_a_ray_or_with_the_timeout_off():
+    assert RayWatch.for_trial(_runner(120), None, {}).proc is None
+    off = RayWatch.for_trial(_runner(0), "/nonexistent", {})
     assert off.proc is None and off.check(0.0, False) == (None, None)
 
 
 def test_the_watch_follows_the_cluster_the_trial_joins(monkeypatch):
-    from omegaconf import OmegaConf
-
     started = []
     monkeypatch.setattr(RayWatch, "__init__", lambda self, argv, judge, env=None: started.append(argv))
-    RayWatch.for_trial(OmegaConf.create({"schedule_timeout": 120}), None, {"RAY_ADDRESS": "10.0.0.1:6379"})
+    RayWatch.for_trial(_runner(120), None, {"RAY_ADDRESS": "10.0.0.1:6379"})
     assert started[0][2:4] == ["--address", "10.0.0.1:6379"]
 
 

@@ -4,7 +4,8 @@ Data flows one way:
 
     sweep.py -> sweeper (hydra_plugins/verlsweep_sweeper: thin, Hydra's side) -> study (verlsweep/study:
     ask, run a batch, tell, outputs) -> Hydra launcher -> trial task (task.py) -> prepare (prepare.py:
-    command (compose) -> plan) -> trial (run) -> tracking (track); reconcile, record and report after.
+    config (read once, typed) -> command (compose) -> plan) -> trial (run) -> tracking (track); reconcile,
+    record and report after.
     The numbered list of docs/architecture.md is this order.
 
 Each stage is a subpackage that imports only `common` and the stages before it (its docstring's "May import:"

@@ -3,7 +3,8 @@
 The sweep (verlsweep.study, run by hydra_plugins/verlsweep_sweeper) owns the study: it asks, launches
 and tells. The trial task only needs two things from it, and both live here so sweep and task open the
 study the same way: `open_storage(url)` (one storage setup for every process that writes the study) and
-`reporter_for(cfg)`, the per-step pruning hook the runner calls (verlsweep.common.result.StepReporter).
+`reporter(number, storage, study_name)` (a trial's typed trial.* fields; `reporter_for(cfg)` reads them from
+any Hydra app's config), the per-step pruning hook the runner calls (verlsweep.common.result.StepReporter).
 
 The sweep passes `trial.number`, `trial.study_name` and `trial.storage` as overrides of every job,
 and stores its pruner's spec in the study's user attrs (`PRUNER_ATTR`), so a trial process rebuilds
@@ -167,10 +168,16 @@ class OptunaReporter:
 
 
 def reporter_for(cfg: DictConfig) -> StepReporter:
-    """The step reporter for this trial: Optuna-backed in a sweep, a no-op for a single run."""
-    number = OmegaConf.select(cfg, "trial.number", default=None)
-    storage = OmegaConf.select(cfg, "trial.storage", default=None)
-    study_name = OmegaConf.select(cfg, "trial.study_name", default=None)
+    """The step reporter of a job of any Hydra app whose config has trial.number/storage/study_name (the
+    sweeper's links): Optuna-backed in a sweep, a no-op for a single run."""
+    return reporter(OmegaConf.select(cfg, "trial.number", default=None),
+                    OmegaConf.select(cfg, "trial.storage", default=None),
+                    OmegaConf.select(cfg, "trial.study_name", default=None))
+
+
+def reporter(number: int | None, storage: str | None, study_name: str | None) -> StepReporter:
+    """The step reporter of trial `number` of `study_name` in `storage` (a trial's TrialConfig holds the
+    three); a no-op when any is missing (a single run)."""
     if number is None or not storage or not study_name:
         return NullReporter()
     return OptunaReporter(str(storage), str(study_name), int(number))

@@ -15,7 +15,7 @@ from typing import Any, Collection, Mapping
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from verlsweep import study_link
 from verlsweep.command import knobs
@@ -28,6 +28,7 @@ from verlsweep.common.errors import ConfigError, MissingPath, Problem
 from verlsweep.common.files import write_atomic
 from verlsweep.common.result import TrialResult
 from verlsweep.common import slurm
+from verlsweep.config import TaskConfig, read
 from verlsweep.prepare import PreparedTrial, prepare
 from verlsweep.trial.runners import Clearance, RunDetails
 from verlsweep.tracking.system_metrics import DevicePeak, TrialMonitor
@@ -45,9 +46,10 @@ def output_dir() -> Path:
     return Path(HydraConfig.get().runtime.output_dir)
 
 
-def dry_run(cfg: DictConfig) -> None:
-    """Print the trial as bash and write command.json, with the planner's verdict; launch nothing."""
-    prepared = prepare(cfg, dry=True)
+def dry_run(cfg: DictConfig, settings: TaskConfig | None = None) -> None:
+    """Print the trial as bash and write command.json, with the planner's verdict; launch nothing.
+    `settings`: `cfg` already read (verlsweep.config.read)."""
+    prepared = prepare(cfg, dry=True, settings=settings)
     trial = prepared.command
     for warning in trial.warnings:
         log.warning("dry run: %s", warning)
@@ -89,10 +91,9 @@ def _cpu_line(prepared: PreparedTrial) -> str:
             f"not launch (plan.enforce); on another node its CPUs decide: set hardware.cpus to check them\n")
 
 
-def hardware_name_warning(cfg: DictConfig, choice: str | None) -> str | None:
+def hardware_name_warning(name: str, choice: str | None) -> str | None:
     """A hardware file copied to a new name whose `name:` still says the original: every run of
     it would be tagged, named and planned as the other machine."""
-    name = OmegaConf.select(cfg, "hardware.name", default=None)
     if not choice or not name or choice == name or choice == "auto":
         return None
     return (f"hardware={choice} but its file says hardware.name: {name} (a copied hardware file? set "
@@ -127,27 +128,30 @@ def run(cfg: DictConfig) -> Any:
     outcome returned to the sweeper and tracked like any trial.
     """
     choice = HydraConfig.get().runtime.choices.get("hardware")
-    if (warning := hardware_name_warning(cfg, choice)) is not None:
-        log.warning(warning)
-    if cfg.dry_run:
-        dry_run(cfg)
-        return None
     multirun = is_multirun()
     out = output_dir()
     started = time.monotonic()
+    settings: TaskConfig | None = None
     try:
-        prepared = prepare(cfg)
+        settings = read(cfg)                      # the config, read once: typed from here on
+        if (warning := hardware_name_warning(settings.hardware.name, choice)) is not None:
+            log.warning(warning)
+        if settings.dry_run:
+            dry_run(cfg, settings)
+            return None
+        prepared = prepare(cfg, settings=settings)
     except ConfigError as exc:
-        if not multirun or isinstance(exc, TrackingUnavailable):
+        if not multirun or isinstance(exc, TrackingUnavailable) or cfg.get("dry_run"):
             raise
-        return _config_error(cfg, exc, out, started)
+        return _config_error(cfg, settings, exc, out, started)
 
     runner, backend, metric = prepared.runner, prepared.runner.name, prepared.spec.objective.metric
-    reporter = study_link.reporter_for(cfg)
+    trial = prepared.config.trial
+    reporter = study_link.reporter(trial.number, trial.storage, trial.study_name)
     # where a later sweep finds this trial's files (result.json, processes.json) if this sweep dies
     reporter.record(JOB_DIR_ATTR, str(out.resolve()))
     edge = prepared.clearance.memory is not None and prepared.clearance.memory.edge_probe
-    tracked = _start_tracking(cfg, prepared.knobs, edge_probe=edge) if prepared.tracking else None
+    tracked = _start_tracking(prepared.config, prepared.knobs, edge_probe=edge) if prepared.tracking else None
     if tracked is not None:
         reporter.record(RUN_ID_ATTR, tracked.run_id)
     _write_command(prepared.command, out)
@@ -219,14 +223,14 @@ def _log_clearance(clearance: Clearance) -> None:
 
 # ---- tracking around the runner
 
-def _start_tracking(cfg: DictConfig, knob_values: Mapping[str, Any], *, edge_probe: bool = False) -> TrialRun:
+def _start_tracking(settings: TaskConfig, knob_values: Mapping[str, Any], *, edge_probe: bool = False) -> TrialRun:
     """The trial's MLflow run; an edge probe (launched inside the planner's error band) is named and
     tagged so."""
     job = slurm.job_id(os.environ)       # lets the sweeper end the run of a job Slurm killed
     tags = {slurm.JOB_ID_TAG: job} if job else {}
     if edge_probe:
         tags[EDGE_PROBE_TAG] = "true"
-    return TrialRun.start(cfg, knob_values, extra_tags=tags or None, name_word=EDGE_PROBE if edge_probe else None)
+    return TrialRun.start(settings, knob_values, extra_tags=tags or None, name_word=EDGE_PROBE if edge_probe else None)
 
 
 def _start_monitor(prepared: PreparedTrial, tracked: TrialRun | None) -> TrialMonitor | None:
@@ -274,16 +278,22 @@ def _finish(tracked: TrialRun | None, result: TrialResult, details: RunDetails |
                    device_peak=device_peak)
 
 
-def _config_error(cfg: DictConfig, exc: ConfigError, out: Path, started: float) -> TrialResult:
+def _config_error(cfg: DictConfig, settings: TaskConfig | None, exc: ConfigError, out: Path,
+                  started: float) -> TrialResult:
     """A multirun trial the config rules rejected: tracked as outcome config_error, nothing launched.
-    Nothing was prepared, so the few keys it needs are read from the config itself."""
-    result = TrialResult("config_error", excerpt=str(exc), backend=str(cfg.runner.name),
+    Nothing was prepared: its run is made from the config as read (`settings`). A config that could not
+    even be read (a value of the wrong type) has no tracking settings either: its outcome still goes to
+    the sweeper, and the log says it has no run."""
+    backend = settings.runner.name if settings is not None else str(cfg.runner.name)
+    result = TrialResult("config_error", excerpt=str(exc), backend=backend,
                          duration_s=time.monotonic() - started, refused_keys=[p.key for p in exc.problems])
     log.error("trial rejected: %s", exc)
-    tracked = _start_tracking(cfg, knobs.knobs(cfg, knobs.job_overrides())) if cfg.tracking.enabled else None
-    if tracked is not None:
+    if settings is None:
+        log.warning("trial not tracked in MLflow: its config could not be read (above)")
+    elif settings.tracking.enabled:
+        tracked = _start_tracking(settings, knobs.knobs(cfg, knobs.job_overrides()))
         result.run_id = tracked.run_id
-    _finish(tracked, result, None, out, str(cfg.objective.metric), reason="config error")
+        _finish(tracked, result, None, out, settings.objective.metric, reason="config error")
     return result
 
 

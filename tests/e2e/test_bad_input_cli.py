@@ -62,3 +62,17 @@ def test_a_moved_keys_old_spelling_exits_2_naming_the_new_one_before_anything_is
     assert old in proc.stderr and f"write {new}" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert list(work.iterdir()) == []             # no study storage, no MLflow store, no sweep dir
+
+
+@pytest.mark.slow
+def test_a_value_of_the_wrong_type_exits_2_naming_its_key_and_type(tmp_path):
+    """verlsweep.config.read, first in the trial task: the problem names the full key and what it takes."""
+    marker = tmp_path / "launched"
+    entry = f"runner.entrypoint=[{sys.executable},-c,'open(\"{marker}\",\"w\")']"
+    proc = subprocess.run([sys.executable, str(REPO / "sweep.py"), "hardware.hbm_total_gb=96GB", "trial.steps=five",
+                           entry, f"paths.output_root={tmp_path}"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=180)
+    assert proc.returncode == 2
+    assert "hardware.hbm_total_gb='96GB': a number or null" in proc.stderr
+    assert "trial.steps='five': an integer" in proc.stderr
+    assert "Traceback" not in proc.stderr and not marker.exists()

@@ -10,5 +10,6 @@ Command exists it is checked: `rules` (our own rules), `topology` (the TP sizes 
 `argv` reads `python sweep.py`'s group choices before Hydra does; `suggest` is the "did you mean" of
 every misspelt key or option.
 
-May import: verlsweep.common. Never the planner, the trial process or tracking.
+May import: verlsweep.common, verlsweep.config (check_resolves, flatten). Never the planner, the trial
+process or tracking.
 """

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable
 
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from verlsweep.config.task_config import flatten  # noqa: F401 - its old home: importers of the sweep keep it
 
 # A string Hydra reads back as the same string without quotes. Anything else gets quoted.
 _PLAIN = re.compile(r"[A-Za-z_/~.][\w./~+@-]*")
@@ -59,21 +59,6 @@ def quoted(value: str) -> str:
     """
     escaped = re.sub(r"(\\+)(?='|$)", lambda m: m.group(1) * 2, value).replace("'", "\\'")
     return f"'{escaped}'"
-
-
-def flatten(node: DictConfig | dict, prefix: str = "") -> dict[str, Any]:
-    """Resolved leaves of a nested mapping as dotted paths; lists stay whole (they are verl values)."""
-    container = OmegaConf.to_container(node, resolve=True) if isinstance(node, (DictConfig, ListConfig)) else node
-    out: dict[str, Any] = {}
-    for key, value in container.items():
-        path = f"{prefix}{key}"
-        if isinstance(value, dict):
-            if value:
-                out.update(flatten(value, f"{path}."))
-            # an empty mapping sets nothing verl does not already have
-        else:
-            out[path] = value
-    return out
 
 
 def section_rank(path: str) -> int:

@@ -6,11 +6,9 @@ are checked before launch; every problem names the key and what is allowed.
 """
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import InterpolationResolutionError
 
 from verlsweep.command.throughput_rules import actor_sp, check_throughput_rules
 from verlsweep.command.topology import tp_choices, world_size
@@ -40,24 +38,6 @@ def _is_int(value: Any) -> bool:
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def check_resolves(cfg: DictConfig) -> list[Problem]:
-    """Every interpolation resolves (env vars, ${...} references, hardware=auto's explanation).
-
-    The group nodes go first so a broken group is named itself, not a key that refers to it.
-    """
-    first = [k for k in ("hardware", "model", "algorithm", "data", "paths") if k in cfg]
-    for key in [*first, *(k for k in cfg if k not in first)]:
-        try:
-            value = cfg[key]
-            if OmegaConf.is_config(value):
-                OmegaConf.to_container(value, resolve=True)
-        except InterpolationResolutionError as exc:
-            message = re.sub(r"^\w+ raised while resolving interpolation: ", "", str(exc).splitlines()[0])
-            return [Problem(str(exc.full_key or key), None, message,
-                            rule="interpolation")]
-    return []
 
 
 def check_rules(cfg: DictConfig) -> list[Problem]:

@@ -65,7 +65,6 @@ def check_token_budgets(cfg: DictConfig, sp: int) -> list[Problem]:
     asks for at least 2 (docs/perf/perf_tuning.rst, Dynamic Batch Size Tuning tips), which the
     throughput space sets as validate.token_budget_factor. The actor's factor-1 rule is rules.py's."""
     factor = _get(cfg, FACTOR_KEY)
-    factor = 1 if factor is None else factor
     if not isinstance(factor, (int, float)) or isinstance(factor, bool) or factor < 1:
         return [Problem(FACTOR_KEY, factor, "a number >= 1 (1: verl's own assert; 2: its tuning guide)")]
     seq = _get(cfg, "verl.data.max_prompt_length") + _get(cfg, "verl.data.max_response_length")

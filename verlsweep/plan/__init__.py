@@ -13,8 +13,8 @@ Subpackages, one per mechanism; each imports only the ones before it (tests/test
     fit        the constants fitted to measurements (known points, MLflow trials) and to traces
     cli        `python -m verlsweep.plan`: the table, detect, refit
 
-May import: verlsweep.common, verlsweep.command (to compose a config). Never the trial process,
-tracking or the sweeper.
+May import: verlsweep.common, verlsweep.config (the typed nodes), verlsweep.command (to compose a config).
+Never the trial process, tracking or the sweeper.
 """
 from verlsweep.plan.predictor import (NotPlannable, PlanInputs, Preflight, Verdict, blocks_launch, from_cfg,
                                       load_calibration, predict, predict_cfg, preflight)

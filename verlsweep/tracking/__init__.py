@@ -4,6 +4,6 @@ the study's experiment (`store`); the sweep's one MLflow run, the parent of its 
 continued or superseded when a study resumes); a study's runs (`study_runs`);
 device peaks (`system_metrics`).
 
-May import: verlsweep.common, verlsweep.command (to flatten knobs into params). Never the trial
-process, the planner or the sweeper.
+May import: verlsweep.common, verlsweep.config (the trial's typed settings), verlsweep.command (to
+flatten knobs into params). Never the trial process, the planner or the sweeper.
 """

@@ -45,11 +45,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from omegaconf import DictConfig, OmegaConf
-
 from verlsweep.common.labels import trial_label
 from verlsweep.common.names import MLFLOW_RUN_ID_ENV, MLFLOW_URI_ENV, PEAK_MEMORY_METRIC, REDACTED, SECRET_NAME
 from verlsweep.common.result import TrialResult
+from verlsweep.config import TaskConfig, plain, read
 from verlsweep.tracking.store import artifact_location, client_for, ensure_experiment, experiment_name, tracking_uri
 
 log = logging.getLogger("verlsweep.tracking.mlflow_runs")
@@ -116,7 +115,9 @@ def log_params(client, run_id: str, params: Mapping[str, Any]) -> None:
         client.log_batch(run_id, params=items[i:i + MAX_PARAMS_PER_BATCH])
 
 
-def group_tags(cfg: DictConfig) -> dict[str, str]:
+def group_tags(cfg: Any) -> dict[str, str]:
+    """The recipe's options by name: `cfg` is a trial's TaskConfig or the composed config of a sweep (its
+    parent run), which name them at the same paths."""
     return {
         "sweep.hardware": str(cfg.hardware.name),
         "sweep.algorithm": str(cfg.algorithm.name),
@@ -136,12 +137,6 @@ def param_value(value: Any) -> str:
     return text[:6000]      # MLflow 3's param value limit
 
 
-def plain(value: Any) -> Any:
-    if isinstance(value, DictConfig) or OmegaConf.is_config(value):
-        return OmegaConf.to_container(value, resolve=True)
-    return value
-
-
 # ---------------------------------------------------------------- child run (one trial)
 
 @dataclass
@@ -157,36 +152,37 @@ class TrialRun:
     name_word: str | None = None      # said after the name, kept when the outcome renames it (`edge probe`)
 
     @classmethod
-    def start(cls, cfg: DictConfig, knobs: Mapping[str, Any], extra_tags: Mapping[str, str] | None = None,
-              name_word: str | None = None) -> "TrialRun":
-        """Create the run before launch. `knobs`: the trial's swept/overridden values (dotted keys);
-        `extra_tags`: tags it starts with (the Slurm job id, so a killed job's run can be found);
-        `name_word`: said after the run's name (`edge probe`)."""
-        uri = tracking_uri(cfg)
+    def start(cls, config: TaskConfig | Mapping[str, Any], knobs: Mapping[str, Any],
+              extra_tags: Mapping[str, str] | None = None, name_word: str | None = None) -> "TrialRun":
+        """Create the run before launch. `config`: the trial's TaskConfig (a composed config is read into
+        one); `knobs`: the trial's swept/overridden values (dotted keys); `extra_tags`: tags it starts with
+        (the Slurm job id, so a killed job's run can be found); `name_word`: said after the run's name
+        (`edge probe`)."""
+        task = read(config)
+        trial = task.trial
+        uri = tracking_uri(task)
         client = client_for(uri)
-        parent = cfg.tracking.get("parent_run_id")
+        parent = task.tracking.parent_run_id
         if parent:
-            exp_id = client.get_run(str(parent)).info.experiment_id
+            exp_id = client.get_run(parent).info.experiment_id
             experiment = None
         else:
-            experiment = experiment_name(cfg)
-            exp_id = ensure_experiment(client, experiment, artifact_location(cfg, experiment))
+            experiment = experiment_name(task)
+            exp_id = ensure_experiment(client, experiment, artifact_location(task, experiment))
         tags = {
-            "trial.number": "" if cfg.trial.number is None else str(cfg.trial.number),
+            "trial.number": "" if trial.number is None else str(trial.number),
             "trial.outcome": "running",
             "mlflow.note.content": METRIC_NOTES,
-            "sweep.runner": str(cfg.runner.name),
-            **group_tags(cfg),
+            "sweep.runner": task.runner.name,
+            **group_tags(task),
         }
-        if cfg.trial.get("study_name"):
-            tags["sweep.study"] = str(cfg.trial.study_name)
+        if trial.study_name:
+            tags["sweep.study"] = trial.study_name
         if parent:
-            tags["mlflow.parentRunId"] = str(parent)
-        number, label = cfg.trial.get("number"), cfg.trial.get("label")
-        name = trial_label(number, None, label) if label else str(cfg.trial.name)
-        run = client.create_run(exp_id, run_name=" ".join(filter(None, (name, name_word))),
+            tags["mlflow.parentRunId"] = parent
+        run = client.create_run(exp_id, run_name=" ".join(filter(None, (trial.run_name, name_word))),
                                 tags={**tags, **(extra_tags or {})})
-        out = cls(client, uri, run.info.run_id, number, str(label) if label else None, experiment, name_word)
+        out = cls(client, uri, run.info.run_id, trial.number, trial.label, experiment, name_word)
         log_params(client, out.run_id, {k: param_value(v) for k, v in knobs.items()})
         return out
 

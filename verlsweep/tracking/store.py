@@ -14,6 +14,11 @@ from urllib.parse import urlparse
 from omegaconf import DictConfig
 
 from verlsweep.common.errors import ConfigError, Problem
+from verlsweep.config import TaskConfig
+
+# The functions below read tracking.* (and trial.study_name) of a trial's TaskConfig or of the composed config
+# of a sweep (its parent run): both name them at the same paths.
+Config = TaskConfig | DictConfig
 
 DEFAULT_EXPERIMENT = "verlsweep"
 
@@ -45,7 +50,7 @@ class TrackingUnavailable(ConfigError):
                                   "tracking.uri=... or MLFLOW_TRACKING_URI, or tracking.enabled=false")])
 
 
-def tracking_uri(cfg: DictConfig) -> str:
+def tracking_uri(cfg: Config) -> str:
     """`tracking.uri`, with a relative sqlite/file path made absolute: trials run in their own dir."""
     uri = str(cfg.tracking.uri)
     parsed = urlparse(uri)
@@ -58,7 +63,7 @@ def tracking_uri(cfg: DictConfig) -> str:
     return uri
 
 
-def experiment_name(cfg: DictConfig, study_name: str | None = None) -> str:
+def experiment_name(cfg: Config, study_name: str | None = None) -> str:
     """`tracking.experiment`, else the study's name, else 'verlsweep' (verl's trainer.project_name)."""
     return str(cfg.tracking.get("experiment") or study_name or cfg.trial.get("study_name") or DEFAULT_EXPERIMENT)
 
@@ -103,7 +108,7 @@ def _probe_http(uri: str, timeout_s: float = 5.0) -> None:
         raise TrackingUnavailable(uri, f"no answer from the server: {exc}") from exc
 
 
-def artifact_location(cfg: DictConfig, name: str) -> str | None:
+def artifact_location(cfg: Config, name: str) -> str | None:
     """Where a new experiment keeps its artifacts: `tracking.artifact_location`/<name>, else, for a sqlite
     store, `mlruns/` next to the database file (MLflow's own default is `./mlruns` of whichever process
     creates the experiment, which scatters one study's artifacts over working dirs); else the server's."""

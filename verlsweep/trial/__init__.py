@@ -7,6 +7,7 @@ running; `ray_watch` (+ its `ray_probe` process) reads that Ray's pending demand
 file logger and console steps; `classify` turns exit status + log into an outcome by the failure
 texts of verlsweep.common.patterns; `livetail` shows the log in the terminal.
 
-May import: verlsweep.common, verlsweep.command (the Command), verlsweep.plan (runner=estimate).
+May import: verlsweep.common, verlsweep.config (the typed RunSpec), verlsweep.command (the Command),
+verlsweep.plan (runner=estimate).
 Never tracking, the sweeper or task.py.
 """

@@ -26,11 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
+from verlsweep.config import VerlRunnerConfig
 
 PROBE = Path(__file__).with_name("ray_probe.py")
-DEFAULT_TIMEOUT_S = 120.0
-DEFAULT_POLL_S = 3.0
 
 
 def _fmt(res: dict[str, float]) -> str:
@@ -137,17 +135,17 @@ class RayWatch:
             threading.Thread(target=self._read, name="ray-watch", daemon=True).start()
 
     @classmethod
-    def for_trial(cls, runner: DictConfig, ray_tmp: str | None, env: dict[str, str]) -> "RayWatch":
+    def for_trial(cls, runner: VerlRunnerConfig, ray_tmp: str | Path | None, env: dict[str, str]) -> "RayWatch":
         """The watch of a trial with its private Ray in `ray_tmp`, or the cluster its env's RAY_ADDRESS
         names (`runner.ray_address`, a multi-node trial's cluster); inert when runner.schedule_timeout
         is 0/null or no Ray is known."""
-        timeout = runner.get("schedule_timeout", DEFAULT_TIMEOUT_S)
-        timeout = None if timeout is None or float(timeout) <= 0 else float(timeout)
-        address = env.get("RAY_ADDRESS") or runner.get("ray_address")
+        timeout = runner.schedule_timeout
+        timeout = None if timeout is None or timeout <= 0 else float(timeout)
+        address = env.get("RAY_ADDRESS") or runner.ray_address
         if timeout is None or not (ray_tmp or address):
             return cls(None, Judge(None))
         where = ["--address", str(address)] if address else ["--ray-tmp", str(ray_tmp)]
-        argv = [sys.executable, str(PROBE), *where, "--interval", str(runner.get("schedule_poll", DEFAULT_POLL_S))]
+        argv = [sys.executable, str(PROBE), *where, "--interval", str(runner.schedule_poll)]
         probe_env = {k: v for k, v in env.items() if k != "RAY_ADDRESS"}   # the probe resolves its own
         return cls(argv, Judge(timeout), probe_env)
 

@@ -13,14 +13,15 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from verlsweep.common.names import GIB, MIB
-from verlsweep.plan.predictor.trial_spec import Hardware
+from verlsweep.config import Hardware
+from verlsweep.plan.predictor.inputs import NUMBERS
 
 
 # Per chip: verl/utils/flops_counter.py MFU denominators and docs/ascend.md, Hardware (bandwidths
@@ -81,19 +82,18 @@ class DeviceProcess:
 
 @dataclass(frozen=True)
 class Profile(Hardware):
-    """A detected device: the planner's `Hardware` (what goes under `hardware:`) and where it came from."""
+    """A detected device: its `Hardware` (what goes under `hardware:`) and where it came from."""
 
     chip: str = ""
     notes: list[str] = field(default_factory=list)
-    cpus: int | None = None          # CPUs per node the trial's Ray will have (plan/predictor/ray_demand.py)
 
     def hardware_node(self, description: str) -> dict[str, Any]:
-        """The profile's `hardware:` node; `device` is left to the `/device` option the file picks."""
-        values = {f.name: getattr(self, f.name) for f in fields(Hardware) if f.name != "device"}
-        values = {k: round(v, 2) if isinstance(v, float) else v for k, v in values.items()}
+        """The profile's `hardware:` node: the planner's numbers and, when known, the node's CPUs; `device`
+        and `visible_devices_env` are left to the `/device` option the file picks."""
+        values = {k: round(v, 2) if isinstance(v, float) else v for k in NUMBERS for v in (getattr(self, k),)}
         if self.cpus is not None:
             values["cpus"] = self.cpus
-        return {"name": values.pop("name"), "description": description, **values}
+        return {"name": self.name, "description": description, **values}
 
 
 def _number(raw: str | None) -> float | None:
@@ -154,7 +154,8 @@ def profile_from_devices(devices: list[Device], *, name: str, host_memory_gb: fl
         notes.append("every device was busy: idle_reserved_gb includes other processes' memory")
     perf = _chip_numbers(chip, overrides or {})
     return Profile(
-        name=name, device="npu", chip=chip, devices_per_node=len(devices), nnodes=1, hbm_total_gb=total_gb,
+        name=name, device="npu", cpus=None, visible_devices_env=None, chip=chip, devices_per_node=len(devices),
+        nnodes=1, hbm_total_gb=total_gb,
         # torch's total capacity is HBM minus the driver's share (60.96 GiB on a 64 GiB 910B3);
         # npu-smi cannot show it, total - idle is the estimate
         hbm_usable_gb=total_gb - idle_gb, idle_reserved_gb=idle_gb, host_memory_gb=host_memory_gb,
@@ -178,7 +179,7 @@ def profile_from_torch(torch_mod: Any, *, name: str, host_memory_gb: float,
     perf = _chip_numbers(chip, overrides or {})
     usable_gb = total / GIB
     return Profile(
-        name=name, device=kind, chip=chip, devices_per_node=count, nnodes=1,
+        name=name, device=kind, cpus=None, visible_devices_env=None, chip=chip, devices_per_node=count, nnodes=1,
         # torch's total is already net of the driver's share; what this process sees in use is the rest
         hbm_total_gb=usable_gb, hbm_usable_gb=usable_gb, idle_reserved_gb=(total - free) / GIB,
         host_memory_gb=host_memory_gb,

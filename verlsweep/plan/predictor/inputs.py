@@ -1,8 +1,13 @@
-"""What the planner needs from one composed sweep config, read once into plain dataclasses
-(verlsweep.plan.predictor.trial_spec).
+"""What the planner needs of one trial, made once into plain dataclasses (verlsweep.plan.predictor.trial_spec)
+from the trial's typed config (verlsweep.config), one part of the step at a time (the functions below).
 
-Everything comes from the config that would be launched (cfg.hardware, cfg.model, cfg.verl, cfg.env,
-cfg.plan). A verl key the config leaves unset takes verl 0.9.1's own default (verlsweep.plan.predictor.verl_config
+    inputs_of(hardware, model, plan, verl, env)   # the typed entry: what verlsweep.prepare hands over
+    from_task(task)                               # the same from a whole TaskConfig
+    from_cfg(cfg)                                 # a composed config, read once by verlsweep.config.read
+    from_tree(tree_of(cfg))                       # the guide's fast path: a plain tree of a config that has
+                                                  # been read once already (hundreds of candidates, no checks)
+
+A verl key the config leaves unset takes verl 0.9.1's own default (verlsweep.plan.predictor.verl_config
 VERL_DEFAULTS), so the planner needs neither verl nor torch and plans a grid of variants without
 composing anything again (`dataclasses.replace`).
 """
@@ -14,12 +19,11 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import yaml
-from omegaconf import DictConfig, OmegaConf
 
 from verlsweep.common.names import PLAN_TRAINERS
-from verlsweep.plan.predictor.trial_spec import Hardware, Model, NotPlannable, PlanInputs, Role, Rollout
-from verlsweep.plan.predictor.verl_config import (DEFAULT_CUDAGRAPH_MODE, VerlValues,
-                                        default_capture_sizes)
+from verlsweep.config import Hardware, ModelConfig, PlanConfig, TaskConfig, from_plain, plain, read
+from verlsweep.plan.predictor.trial_spec import ModelShapes, NotPlannable, PlanInputs, Role, Rollout
+from verlsweep.plan.predictor.verl_config import DEFAULT_CUDAGRAPH_MODE, VerlValues, default_capture_sizes
 
 _DTYPE_BYTES = {"fp32": 4, "float32": 4, "bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2}
 _VLLM = "actor_rollout_ref.rollout.engine_kwargs.vllm.compilation_config"
@@ -101,101 +105,103 @@ def params_b(config: Mapping[str, Any]) -> float:
     return round(total / 1e9, 3) or total / 1e9
 
 
-def _model(node: Mapping[str, Any]) -> Model:
-    """The planner's Model from a model group (model.name, model.path, model.config)."""
-    config = node.get("config") or {}
+def _shapes(model: ModelConfig) -> ModelShapes:
+    """The planner's shapes of a model option (model.name, model.path, model.config)."""
+    config = model.config
     missing = [f"model.config.{k}" for k in _SHAPES if config.get(k) is None]
     if missing:
-        raise NotPlannable(f"model {node.get('name')!r} lacks {', '.join(missing)} (its config.json's fields)")
+        raise NotPlannable(f"model {model.name!r} lacks {', '.join(missing)} (its config.json's fields)")
     positions = config.get("max_position_embeddings")
-    return Model(
-        name=str(node["name"]), params=params_b(config) * 1e9,
+    return ModelShapes(
+        name=model.name, params=params_b(config) * 1e9,
         num_layers=int(config["num_hidden_layers"]), hidden_size=int(config["hidden_size"]),
         num_attention_heads=int(config["num_attention_heads"]),
         num_key_value_heads=int(config["num_key_value_heads"]), head_dim=_head_dim(config),
         intermediate_size=int(config["intermediate_size"]), vocab_size=int(config["vocab_size"]),
         tie_word_embeddings=bool(config["tie_word_embeddings"]),
         max_position_embeddings=int(positions) if positions is not None else None,
-        hf_config=_hf_config(node),
+        hf_config=_hf_config(model),
     )
 
 
-def _hf_config(model_node: Mapping[str, Any]) -> str | None:
+def _hf_config(model: ModelConfig) -> str | None:
     """The model's Hugging Face config as JSON: the checkpoint's config.json when model.path holds one,
     else the group's model.config; None when neither names a model_type."""
-    path = model_node.get("path")
-    if path and (Path(str(path)) / "config.json").is_file():
+    path = model.path
+    if path and (Path(path) / "config.json").is_file():
         try:
-            return json.dumps(json.loads((Path(str(path)) / "config.json").read_text()), sort_keys=True)
+            return json.dumps(json.loads((Path(path) / "config.json").read_text()), sort_keys=True)
         except (OSError, ValueError):
             pass        # unreadable: the group's model.config below
-    config = model_node.get("config") or {}
-    return json.dumps(dict(config), sort_keys=True) if config.get("model_type") else None
+    return json.dumps(dict(model.config), sort_keys=True) if model.config.get("model_type") else None
 
 
 # the nodes of a sweep config the planner reads
 READ = ("verl", "hardware", "model", "plan", "env")
 
 
-def plain(value: Any) -> Any:
-    """A config value as plain Python, interpolations resolved."""
-    return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
-
-
-def tree_of(cfg: DictConfig) -> dict[str, Any]:
+def tree_of(cfg: Mapping[str, Any]) -> dict[str, Any]:
     """The nodes the planner reads (READ), resolved into plain containers: reading a plain dict costs
-    nothing, where every OmegaConf select parses its interpolations again (the guide reads hundreds
-    of candidates)."""
+    nothing, where every read of the composed config parses its interpolations again (the guide reads
+    hundreds of candidates)."""
     return {k: plain(cfg.get(k)) for k in READ}
 
 
-def from_cfg(cfg: DictConfig) -> PlanInputs:
-    """Read a composed sweep config (from_tree of its tree_of)."""
-    return from_tree(tree_of(cfg))
+def from_cfg(cfg: Mapping[str, Any]) -> PlanInputs:
+    """A composed sweep config (or its TaskConfig), read once (verlsweep.config.read; ConfigError on a
+    value of the wrong type), then from_task."""
+    return from_task(read(cfg))
+
+
+def from_task(task: TaskConfig) -> PlanInputs:
+    """A trial's TaskConfig: its hardware, model and plan nodes and its flat verl values (verlsweep.prepare)."""
+    return inputs_of(task.hardware, task.model, task.plan, VerlValues(task), task.env)
 
 
 def from_tree(cfg: Mapping[str, Any]) -> PlanInputs:
-    """Read a sweep config's tree_of, one part of the step at a time (the functions below). Raises
-    NotPlannable for what the model does not cover (another rollout or training engine, an unknown dtype,
-    a hardware profile missing a number it needs)."""
-    v = VerlValues(cfg)
-    hw_node = cfg.get("hardware")
-    model_node = cfg.get("model")
+    """A tree_of of a config that has been read once already (its nodes are made without the checks of
+    verlsweep.config.read), then inputs_of."""
+    hw_node, model_node = cfg.get("hardware"), cfg.get("model")
     if hw_node is None or model_node is None:
         raise NotPlannable("the config has no hardware/model node")
-    hardware = _hardware(hw_node)
+    return inputs_of(from_plain(Hardware, hw_node), from_plain(ModelConfig, model_node),
+                     from_plain(PlanConfig, cfg.get("plan") or {}), VerlValues(cfg), cfg.get("env") or {})
+
+
+def inputs_of(hardware: Hardware, model: ModelConfig, plan: PlanConfig, v: VerlValues,
+              env: Mapping[str, Any]) -> PlanInputs:
+    """The planner's inputs of one trial. Raises NotPlannable for what the model does not cover (another
+    rollout or training engine, an unknown dtype, a hardware profile or model missing a number it needs)."""
+    _check_numbers(hardware)
     strategy = _engines(v)
-    model = _model(model_node)
+    shapes = _shapes(model)
     prompt_len, response_len = int(v.get("data.max_prompt_length")), int(v.get("data.max_response_length"))
-    actor = _actor(v, model, hardware.world, strategy)
-    plan = cfg.get("plan") or {}
+    actor = _actor(v, shapes, hardware.world, strategy)
     return PlanInputs(
-        hardware=hardware, model=model, rollout=_rollout(v, model, prompt_len, response_len), actor=actor,
-        ref=_ref(v, actor, hardware.world), critic=_critic(v, model, actor, hardware.world),
+        hardware=hardware, model=shapes, rollout=_rollout(v, shapes, prompt_len, response_len), actor=actor,
+        ref=_ref(v, actor, hardware.world), critic=_critic(v, shapes, actor, hardware.world),
         algorithm=str(v.get("algorithm.adv_estimator")),
         train_batch_size=int(v.get("data.train_batch_size")),
         mini_batch_size=int(v.get(f"{_ACTOR}.ppo_mini_batch_size")),
         max_prompt_length=prompt_len, max_response_length=response_len,
-        prompt_tokens=float(plan["prompt_tokens"]) if plan.get("prompt_tokens") else None,
-        response_tokens=float(plan["response_tokens"]) if plan.get("response_tokens") else None,
-        hccl_buffsize_mb=_hccl_buffsize_mb(cfg.get("env") or {}, hardware),
-        margin_gb=float(plan.get("margin_gb", 0.0) or 0.0),
+        prompt_tokens=float(plan.prompt_tokens) if plan.prompt_tokens else None,
+        response_tokens=float(plan.response_tokens) if plan.response_tokens else None,
+        hccl_buffsize_mb=_hccl_buffsize_mb(env, hardware), margin_gb=float(plan.margin_gb),
         legacy_trainer=not bool(v.get("trainer.use_v1")),
-        trainer=_trainer(plan), trace_limit_s=float(plan.get("trace_limit_s") or 120.0),
+        trainer=_trainer(plan.trainer), trace_limit_s=float(plan.trace_limit_s),
     )
 
 
-def _hardware(hw_node: Mapping[str, Any]) -> Hardware:
-    """The hardware profile: every number the planner needs, or NotPlannable naming the missing ones."""
-    missing = [f"hardware.{k}" for k in Hardware.__dataclass_fields__ if k not in ("name", "device")
-               and hw_node.get(k) is None]
+# The hardware numbers the planner needs; a profile may leave them out (verlsweep.config.Hardware).
+NUMBERS = ("devices_per_node", "nnodes", "hbm_total_gb", "hbm_usable_gb", "idle_reserved_gb", "bf16_tflops",
+           "hbm_bandwidth_gbs", "host_link_gbs", "host_memory_gb")
+
+
+def _check_numbers(hardware: Hardware) -> None:
+    """Every number the planner needs is stated, or NotPlannable naming the missing ones."""
+    missing = [f"hardware.{k}" for k in NUMBERS if getattr(hardware, k) is None]
     if missing:
-        raise NotPlannable(f"hardware profile {hw_node.get('name')!r} lacks {', '.join(missing)}")
-    return Hardware(
-        name=str(hw_node["name"]), device=str(hw_node["device"]),
-        **{k: (int if k in ("devices_per_node", "nnodes") else float)(hw_node[k])
-           for k in Hardware.__dataclass_fields__ if k not in ("name", "device")},
-    )
+        raise NotPlannable(f"hardware profile {hardware.name!r} lacks {', '.join(missing)}")
 
 
 def _engines(v: VerlValues) -> str:
@@ -210,7 +216,7 @@ def _engines(v: VerlValues) -> str:
 
 
 
-def _rollout(v: VerlValues, model: Model, prompt_len: int, response_len: int) -> Rollout:
+def _rollout(v: VerlValues, model: ModelShapes, prompt_len: int, response_len: int) -> Rollout:
     """vLLM's engine: its share of HBM, batch limits, graph capture."""
     max_num_seqs = int(v.get("actor_rollout_ref.rollout.max_num_seqs"))
     sizes = _sizes(v.get(f"{_VLLM}.cudagraph_capture_sizes")) or _sizes(
@@ -233,7 +239,7 @@ def _rollout(v: VerlValues, model: Model, prompt_len: int, response_len: int) ->
     )
 
 
-def _actor(v: VerlValues, model: Model, world: int, strategy: str) -> Role:
+def _actor(v: VerlValues, model: ModelShapes, world: int, strategy: str) -> Role:
     """The actor's FSDP role: its update, and the old log-prob it computes with the rollout's budget."""
     a = _ACTOR
     return Role(
@@ -283,7 +289,7 @@ def _ref(v: VerlValues, actor: Role, world: int) -> Role | None:
     )
 
 
-def _critic(v: VerlValues, model: Model, actor: Role, world: int) -> Role | None:
+def _critic(v: VerlValues, model: ModelShapes, actor: Role, world: int) -> Role | None:
     """The PPO critic when the algorithm needs one: the model without its vocabulary head, a value head."""
     if not _need_critic(v):
         return None
@@ -315,8 +321,7 @@ def _hccl_buffsize_mb(env: Mapping[str, Any], hardware: Hardware) -> float:
     return float(hccl) if hccl is not None else (200.0 if hardware.device == "npu" else 4.0)
 
 
-def _trainer(plan: Any) -> str:
-    trainer = str(plan.get("trainer") or "analytic")
+def _trainer(trainer: str) -> str:
     if trainer not in PLAN_TRAINERS:
         raise ValueError(f"plan.trainer={trainer!r}: allowed values are {', '.join(PLAN_TRAINERS)}")
     return trainer

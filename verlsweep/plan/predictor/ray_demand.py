@@ -36,8 +36,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from omegaconf import DictConfig
-
 from verlsweep.common.errors import ConfigError, Problem
 from verlsweep.plan.predictor.verl_config import VerlValues
 
@@ -128,8 +126,9 @@ class CpuCheck:
         return f"{head}: {parts}. Ray would wait for them forever; {fix}"
 
 
-def demand(cfg: DictConfig) -> Demand:
-    """What verl 0.9.1 reserves in Ray for the composed trial."""
+def demand(cfg: Mapping[str, Any]) -> Demand:
+    """What verl 0.9.1 reserves in Ray for a trial (`cfg`: its TaskConfig, the composed config or a plain
+    tree of it)."""
     v = VerlValues(cfg, RAY_DEFAULTS)
     per_node_devices = int(v.get("trainer.n_gpus_per_node"))
     nnodes = int(v.get("trainer.nnodes"))
@@ -159,7 +158,7 @@ def demand(cfg: DictConfig) -> Demand:
     return Demand(tuple(terms), float(per_node))
 
 
-def supply(cfg: DictConfig, *, local: bool = True, env: Mapping[str, str] | None = None) -> Supply | None:
+def supply(cfg: Mapping[str, Any], *, local: bool = True, env: Mapping[str, str] | None = None) -> Supply | None:
     """The CPUs the trial's Ray will have, or None when unknown (`local=False` and nothing stated)."""
     v = VerlValues(cfg, RAY_DEFAULTS)
     nnodes = max(1, int(v.get("trainer.nnodes")))
@@ -215,7 +214,7 @@ def cgroup_quota(root: Path = CGROUP_ROOT) -> float | None:
     return None if quota_us <= 0 else float(max(1, math.floor(quota_us / period_us)))
 
 
-def check(cfg: DictConfig, *, local: bool = True, env: Mapping[str, str] | None = None) -> CpuCheck | None:
+def check(cfg: Mapping[str, Any], *, local: bool = True, env: Mapping[str, str] | None = None) -> CpuCheck | None:
     """Demand against supply, or None when the supply is unknown."""
     found = supply(cfg, local=local, env=env)
     return None if found is None else CpuCheck(demand(cfg), found)

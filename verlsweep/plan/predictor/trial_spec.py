@@ -1,9 +1,12 @@
-"""One trial as the planner models it, in plain frozen dataclasses: the hardware, the model, the rollout,
-each FSDP role (actor, ref, critic) and the whole (PlanInputs). verlsweep.plan.predictor.inputs reads them from a
-composed config; `PlanInputs.with_knobs` makes the table's grid of variants without composing again."""
+"""One trial as the planner models it, in plain frozen dataclasses: the model's shapes, the rollout, each
+FSDP role (actor, ref, critic) and the whole (PlanInputs, with the config's typed Hardware).
+verlsweep.plan.predictor.inputs makes them from a trial's typed config; `PlanInputs.with_knobs` makes the
+table's grid of variants without composing again."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+
+from verlsweep.config import Hardware
 
 
 class NotPlannable(ValueError):
@@ -11,36 +14,9 @@ class NotPlannable(ValueError):
 
 
 @dataclass(frozen=True)
-class Hardware:
-    name: str
-    device: str
-    devices_per_node: int
-    nnodes: int
-    hbm_total_gb: float
-    hbm_usable_gb: float
-    idle_reserved_gb: float
-    bf16_tflops: float
-    hbm_bandwidth_gbs: float
-    host_link_gbs: float
-    host_memory_gb: float
+class ModelShapes:
+    """What the planner derives from a model option's config.json fields (verlsweep.config.ModelConfig)."""
 
-    @property
-    def world(self) -> int:
-        return self.devices_per_node * self.nnodes
-
-    @property
-    def capacity_gb(self) -> float:
-        """What processes can allocate on one device.
-
-        npu-smi's total minus the runtime's idle reservation, capped by what torch reports as total
-        capacity (hbm_usable_gb, the figure vLLM multiplies by gpu_memory_utilization): the two
-        describe the same gap, so the smaller is used rather than subtracting it twice.
-        """
-        return min(self.hbm_usable_gb, self.hbm_total_gb - self.idle_reserved_gb)
-
-
-@dataclass(frozen=True)
-class Model:
     name: str
     params: float                 # parameter count
     num_layers: int
@@ -120,7 +96,7 @@ class Rollout:
 @dataclass(frozen=True)
 class PlanInputs:
     hardware: Hardware
-    model: Model
+    model: ModelShapes
     rollout: Rollout
     actor: Role
     ref: Role | None
@@ -135,8 +111,8 @@ class PlanInputs:
     hccl_buffsize_mb: float
     margin_gb: float
     legacy_trainer: bool
-    trainer: str = "analytic"     # plan.trainer: traced | analytic (verlsweep.plan.predictor.traced_terms)
-    trace_limit_s: float = 120.0  # plan.trace_limit_s: one trace past this falls back to analytic
+    trainer: str                  # plan.trainer: traced | analytic (verlsweep.plan.predictor.traced_terms)
+    trace_limit_s: float          # plan.trace_limit_s: one trace past this falls back to analytic
 
     @property
     def extra_generations_per_prompt(self) -> int:

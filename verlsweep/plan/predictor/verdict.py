@@ -3,12 +3,11 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any
-
-from omegaconf import DictConfig
+from typing import Any, Mapping
 
 from verlsweep.plan.predictor import calibration as calibration_mod
 from verlsweep.common.names import EDGE_PROBE, EDGE_PROBE_METRIC
+from verlsweep.config import read
 from verlsweep.plan.predictor import band, ray_demand, traced_terms
 from verlsweep.plan.predictor.calibration import Calibration
 from verlsweep.plan.predictor.inputs import from_cfg
@@ -98,11 +97,10 @@ class Verdict:
         return {k: v for k, v in vars(self).items() if k != "checks"} | {"feasible": self.feasible}
 
 
-def load_calibration(cfg: DictConfig | None) -> Calibration:
-    path = None
-    if cfg is not None and cfg.get("plan") is not None:
-        path = cfg.plan.get("calibration")
-    return calibration_mod.load(path)
+def load_calibration(cfg: Mapping[str, Any] | None) -> Calibration:
+    """plan.calibration of a config (composed, its TaskConfig or a plain tree); None: the packaged one."""
+    plan = cfg.get("plan") if cfg is not None else None
+    return calibration_mod.load(plan.get("calibration") if plan is not None else None)
 
 
 def predict(inp: PlanInputs, cal: Calibration) -> Verdict:
@@ -134,8 +132,8 @@ def tok_s_under(inp: PlanInputs, verdict: Verdict, cal: Calibration) -> float:
     return step_throughput(inp, c, expected_lengths(inp, c), verdict.kv_tokens).tok_s
 
 
-def predict_cfg(cfg: DictConfig, cal: Calibration | None = None) -> Verdict:
-    """Predict the trial a composed sweep config would launch. Raises NotPlannable."""
+def predict_cfg(cfg: Mapping[str, Any], cal: Calibration | None = None) -> Verdict:
+    """Predict the trial a composed sweep config (or its TaskConfig) would launch. Raises NotPlannable."""
     return predict(from_cfg(cfg), cal or load_calibration(cfg))
 
 
@@ -173,26 +171,26 @@ class Preflight:
         return out
 
 
-def preflight(cfg: DictConfig, *, local: bool = True) -> Preflight:
+def preflight(cfg: Mapping[str, Any], *, local: bool = True) -> Preflight:
     """The planner's verdict on a trial before it launches. `local`: the trial's Ray runs on this
     machine, so its CPUs count when neither ray_init.num_cpus nor hardware.cpus states them."""
+    task = read(cfg)
     try:
-        verdict: Verdict | None = predict_cfg(cfg)
+        verdict: Verdict | None = predict_cfg(task)
         log.info("planner: %s", verdict.summary())
     except NotPlannable as exc:
         log.info("planner: no prediction (%s)", exc)
         verdict = None
-    cpus = ray_demand.check(cfg, local=local)
+    cpus = ray_demand.check(task, local=local)
     if cpus is not None:
         log.info("planner: %s", cpus.message())
     return Preflight(verdict, cpus)
 
 
-def blocks_launch(cfg: DictConfig, verdict: Verdict | Preflight | None) -> bool:
+def blocks_launch(cfg: Mapping[str, Any], verdict: Verdict | Preflight | None) -> bool:
     """Whether a verdict stops the trial: predicted infeasible (memory that does not fit even at the
-    favourable end of the planner's error band, or too few Ray CPUs) and plan.enforce set (the default)."""
-    plan_node = cfg.get("plan") or {}
-    return verdict is not None and not verdict.feasible and bool(plan_node.get("enforce", True))
+    favourable end of the planner's error band, or too few Ray CPUs) and plan.enforce set."""
+    return verdict is not None and not verdict.feasible and bool(cfg["plan"]["enforce"])
 
 
 __all__ = ["FITS", "MEANING", "STATUSES", "Preflight", "Verdict", "blocks_launch", "load_calibration", "predict",

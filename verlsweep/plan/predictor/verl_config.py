@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from omegaconf import DictConfig, OmegaConf
-
 from verlsweep.common.vllm_graphs import default_capture_sizes  # noqa: F401 - the planner's name for it
 
 # verl 0.9.1 defaults of the keys read here (verl/trainer/config/_generated_ppo_trainer.yaml).
@@ -74,17 +72,17 @@ DEFAULT_CUDAGRAPH_MODE = "FULL_AND_PIECEWISE"
 
 class VerlValues:
     """cfg.verl values by verl key path, falling back to verl's defaults (`defaults`, VERL_DEFAULTS). `cfg` is
-    a config or its plain tree (verlsweep.plan.predictor.inputs.tree_of)."""
+    a config tree whose `verl` node is nested (the composed config, its plain tree_of) or flat by dotted key
+    (verlsweep.config.TaskConfig.verl); verl's own keys have no dots."""
 
-    def __init__(self, cfg: DictConfig | Mapping[str, Any], defaults: dict[str, Any] | None = None):
+    def __init__(self, cfg: Mapping[str, Any], defaults: dict[str, Any] | None = None):
         node = cfg.get("verl")
-        self.node = {} if node is None else node
+        self.node: Mapping[str, Any] = {} if node is None else node
         self.defaults = VERL_DEFAULTS if defaults is None else defaults
 
     def _value(self, path: str) -> Any:
-        if OmegaConf.is_config(self.node):
-            value = OmegaConf.select(self.node, path, default=None)
-            return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+        if path in self.node:               # flat
+            return self.node[path]
         value: Any = self.node
         for part in path.split("."):
             if not isinstance(value, Mapping):

@@ -4,7 +4,7 @@ from __future__ import annotations
 import importlib
 
 from verlsweep.common.errors import ConfigError, Problem
-from verlsweep.trial.runners.base import Clearance, Hardware, Limits, Objective, RunDetails, RunOutput, Runner, RunSpec
+from verlsweep.trial.runners.base import Clearance, RunDetails, RunOutput, Runner, RunSpec
 
 # name -> "module:Class"; imported lazily so `estimate` exists only once its module does.
 _REGISTRY: dict[str, str] = {
@@ -13,8 +13,7 @@ _REGISTRY: dict[str, str] = {
     "estimate": "verlsweep.trial.runners.estimate:EstimateRunner",
 }
 
-__all__ = ["Clearance", "Hardware", "Limits", "Objective", "RunDetails", "RunOutput", "RunSpec", "Runner", "get_runner",
-           "names"]
+__all__ = ["Clearance", "RunDetails", "RunOutput", "RunSpec", "Runner", "get_runner", "names"]
 
 
 def names() -> list[str]:

@@ -3,8 +3,8 @@
     runner = verlsweep.trial.runners.get_runner(name)
     out = runner.run(spec, reporter, env)           # -> RunOutput(result, details)
 
-  spec      the prepared trial's RunSpec (verlsweep.prepare builds it once from the composed config):
-            the validated Command (argv + the hardware's env), the planner's Clearance, the objective, the
+  spec      the prepared trial's RunSpec (verlsweep.prepare builds it once from the typed config): the
+            validated Command (argv + the hardware's env), the planner's Clearance, the objective, the
             limits, the hardware and the runner's own options; runners never read the config itself,
   reporter  the sweeper's StepReporter (NullReporter in a single run): `report(step, value)` for each
             step's objective value as it arrives; True means stop now -> outcome `pruned`,
@@ -24,40 +24,8 @@ from typing import Any, Mapping, Protocol, runtime_checkable
 
 from verlsweep.command.compose import Command
 from verlsweep.common.result import StepReporter, TrialResult
+from verlsweep.config import Hardware, Limits, Objective, RunnerConfig
 from verlsweep.plan import Preflight, Verdict
-
-
-@dataclass(frozen=True)
-class Objective:
-    """objective.*: the metric the sweeper optimises and how a trial's steps become one value
-    (verlsweep.trial.metrics.objective)."""
-
-    metric: str = "perf/throughput"
-    aggregate: str = "mean"
-    warmup_steps: int = 1
-    extra: tuple[str, ...] = ()           # further metrics aggregated the same way, recorded beside it
-
-
-@dataclass(frozen=True)
-class Limits:
-    """runner.* supervision settings; a value <= 0 or null disables that limit."""
-
-    startup_timeout: float | None = None
-    stall_timeout: float | None = None
-    timeout: float | None = None
-    grace_period: float = 30.0
-    poll_interval: float = 0.1
-
-
-@dataclass(frozen=True)
-class Hardware:
-    """hardware.*: what the runners need to know of the machine the trial runs on."""
-
-    name: str = "?"
-    device: str = "npu"                   # npu | cuda
-    devices_per_node: int = 8
-    nnodes: int = 1
-    hbm_usable_gb: float | None = None
 
 
 @dataclass(frozen=True)
@@ -66,7 +34,7 @@ class Clearance:
     and whether that stops the launch."""
 
     preflight: Preflight                  # HBM verdict (None outside what it models) + Ray CPU check
-    enforce: bool = True                  # plan.enforce: an infeasible prediction stops the launch
+    enforce: bool                         # plan.enforce: an infeasible prediction stops the launch
     unplannable: str | None = None        # why there is no HBM verdict (NotPlannable's message)
     cpus_stated: bool = False             # the CPU check is about stated CPUs, not this machine's
 
@@ -82,22 +50,22 @@ class Clearance:
 
 @dataclass(frozen=True)
 class RunSpec:
-    """Everything a runner reads of one trial, typed; built once by verlsweep.prepare."""
+    """Everything a runner reads of one trial, typed (verlsweep.config); built once by verlsweep.prepare."""
 
     command: Command
     runner: str                           # runner.name
     clearance: Clearance
-    objective: Objective = Objective()
-    limits: Limits = Limits()
-    hardware: Hardware = Hardware()
-    steps: int = 1                        # trial.steps
-    trial_number: int | None = None
-    # runner.* as plain values: each runner's own keys (estimate: noise, seed; script: script, env_map;
-    # verl: ray_address, live_tail, schedule_timeout); the shared ones above are typed
-    options: Mapping[str, Any] = field(default_factory=dict)
-    verl: Mapping[str, Any] = field(default_factory=dict)   # composed verl values by dotted key
-    knobs: tuple[str, ...] = ()           # verl keys this job overrides (runner=script forwards them)
-    log_tail_lines: int = 200             # tracking.log_tail_lines
+    objective: Objective
+    limits: Limits                        # runner.options.limits: the supervision of a launched trial
+    hardware: Hardware
+    steps: int                            # trial.steps
+    trial_number: int | None
+    # runner.*, typed by runner (verlsweep.config.runner): verl's ray_address, live_tail, schedule_*;
+    # estimate's noise, seed, ...; script's script, env_map, forward, always
+    options: RunnerConfig
+    verl: Mapping[str, Any]               # composed verl values by dotted key
+    knobs: tuple[str, ...]                # verl keys this job overrides (runner=script forwards them)
+    log_tail_lines: int                   # tracking.log_tail_lines
 
 
 @dataclass

@@ -24,7 +24,8 @@ from verlsweep.plan import Verdict
 from verlsweep.common.names import FILE_LOGGER_ENV, METRICS_FILE, MLFLOW_RUN_ID_ENV, PEAK_MEMORY_METRIC, TRIAL_DIR_ENV
 from verlsweep.common.time_split import PHASES, predicted_split
 from verlsweep.common.result import PLAN_CHECK_PHASES, StepReporter, TrialResult
-from verlsweep.trial.runners.base import Hardware, Objective, RunDetails, RunOutput, RunSpec
+from verlsweep.config import EstimateRunnerConfig, Hardware, Objective
+from verlsweep.trial.runners.base import RunDetails, RunOutput, RunSpec
 
 PLAN_FILE = "plan.json"
 
@@ -66,7 +67,8 @@ class EstimateRunner:
                               f"predicted infeasible ({verdict.binding})", step_log, artifacts, env)
 
         options = spec.options
-        rng = random.Random(int(options.get("seed") or 0) * 1_000_003 + int(spec.trial_number or 0))
+        assert isinstance(options, EstimateRunnerConfig)
+        rng = random.Random(options.seed * 1_000_003 + int(spec.trial_number or 0))
         steps = spec.steps
         # a real run stops at the binding constraint: before step 1, or when vLLM wakes for step 2
         # (an edge probe too: the estimate is the planner's own prediction, not the favourable end of its band)
@@ -74,9 +76,7 @@ class EstimateRunner:
         logger = Path(env[FILE_LOGGER_ENV]) if env.get(FILE_LOGGER_ENV) else trial_dir / METRICS_FILE
         logger.parent.mkdir(parents=True, exist_ok=True)
         outcome, reason = "completed", f"estimated {steps} step(s)"
-        noise = float(options.get("noise", 0.0))
-        slowdown = float(options.get("first_step_slowdown", 1.0))
-        step_seconds = float(options.get("step_seconds", 0.0))
+        noise, slowdown, step_seconds = options.noise, options.first_step_slowdown, options.step_seconds
         with logger.open("a") as out:
             for step in range(1, completes + 1):
                 data = step_metrics(verdict, step, rng, noise, slowdown)
@@ -123,7 +123,8 @@ def _aggregate(step_log: metrics.StepLog, objective: Objective, metric: str) -> 
     return metrics.objective(step_log, metric, objective.aggregate, objective.warmup_steps)
 
 
-def step_metrics(verdict: Verdict, step: int, rng: random.Random, noise: float, first_step_slowdown: float) -> dict[str, float]:
+def step_metrics(verdict: Verdict, step: int, rng: random.Random, noise: float,
+                 first_step_slowdown: float) -> dict[str, float]:
     """One step's verl-style metrics from the prediction. Step 1 is slower (graph capture, compile,
     first weight sync), which is why objectives skip warm-up steps; noise is a seeded log-normal factor
     on the step time."""

@@ -19,11 +19,12 @@ from verlsweep.common import crashpoint
 from verlsweep.trial import classify, metrics, orphans
 from verlsweep.command.compose import Command
 from verlsweep.trial.livetail import LiveTail
-from verlsweep.common.names import (EXCERPT_FILE, FILE_LOGGER_ENV, LOG_FILE, METRICS_FILE, MLFLOW_RUN_ID_ENV, PROCESSES_ATTR,
-                                     TAIL_FILE, TRIAL_DIR_ENV)
+from verlsweep.common.names import (EXCERPT_FILE, FILE_LOGGER_ENV, LOG_FILE, METRICS_FILE, MLFLOW_RUN_ID_ENV,
+                                    PROCESSES_ATTR, TAIL_FILE, TRIAL_DIR_ENV)
 from verlsweep.common.result import StepReporter, TrialResult
 from verlsweep.trial.ray_watch import RayWatch
-from verlsweep.trial.runners.base import Hardware, Limits, RunDetails, RunOutput, RunSpec
+from verlsweep.config import Hardware, Limits, VerlRunnerConfig
+from verlsweep.trial.runners.base import RunDetails, RunOutput, RunSpec
 from verlsweep.trial import ray_cluster
 from verlsweep.trial.supervise import Supervised, ray_isolation, remove_tree, runtime_env_overrides
 
@@ -132,8 +133,14 @@ def process_env(spec: RunSpec, own_env: Mapping[str, str], env: Mapping[str, str
     proc_env.update(env)
     proc_env.setdefault(FILE_LOGGER_ENV, str(trial_dir / METRICS_FILE))
     proc_env["PYTHONUNBUFFERED"] = "1"           # step lines must stream, not arrive at exit
-    ray_tmp = ray_isolation(proc_env, spec.options.get("ray_address"))
+    ray_tmp = ray_isolation(proc_env, options(spec).ray_address)
     return proc_env, ray_tmp
+
+
+def options(spec: RunSpec) -> VerlRunnerConfig:
+    """runner=verl's options, which runner=script states too (its `defaults:` list)."""
+    assert isinstance(spec.options, VerlRunnerConfig), spec.options
+    return spec.options
 
 
 def actor_env_args(trial: Command, env: Mapping[str, str], argv: list[str], trial_dir: Path) -> list[str]:
@@ -208,7 +215,7 @@ class ProcessRunner:
         trial_dir.mkdir(parents=True, exist_ok=True)
         argv, own_env = self.command(spec)
         proc_env, ray_tmp = process_env(spec, own_env, env, trial_dir)
-        ray_address = spec.options.get("ray_address")
+        ray_address = options(spec).ray_address
         cluster = multi_node_cluster(spec.hardware, ray_address, proc_env, trial_dir)
         if ray_address or cluster is not None:
             argv = [*argv, *actor_env_args(spec.command, env, argv, trial_dir)]
@@ -240,7 +247,7 @@ class ProcessRunner:
         leftover pids, exit status)."""
         lim = spec.limits
         title = f"trial {spec.trial_number}" if spec.trial_number is not None else "trial"
-        live = LiveTail(title, int(spec.options.get("live_tail", 10)))
+        live = LiveTail(title, options(spec).live_tail)
         stopped: str | None = None
         detail: str | None = None
 
@@ -248,8 +255,7 @@ class ProcessRunner:
             clean = metrics.strip_ansi(line)
             live.line(clean, important=watch.on_line(clean))
 
-        # RayWatch reads runner.schedule_timeout / schedule_poll / ray_address from the options
-        with live, RayWatch.for_trial(spec.options, ray_tmp, proc_env) as ray_watch:
+        with live, RayWatch.for_trial(options(spec), ray_tmp, proc_env) as ray_watch:
             sup = Supervised(argv, proc_env, trial_dir, trial_dir / LOG_FILE, on_line)
             recorder = IdentityRecorder(sup, ray_tmp, trial_dir, watch.reporter)
             try:

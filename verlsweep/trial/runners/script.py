@@ -12,6 +12,7 @@ from pathlib import Path
 from verlsweep.command.compose import Command
 from verlsweep.common.errors import ConfigError, Problem
 from verlsweep.command.overrides import format_value
+from verlsweep.config import ScriptRunnerConfig
 from verlsweep.trial.runners.base import RunSpec
 from verlsweep.trial.runners.process import ProcessRunner, resolve_entrypoint
 
@@ -23,15 +24,16 @@ class ScriptRunner(ProcessRunner):
 
     def command(self, spec: RunSpec) -> tuple[list[str], dict[str, str]]:
         runner = spec.options
-        script = runner.get("script")
-        if not script or not Path(str(script)).is_file():
+        assert isinstance(runner, ScriptRunnerConfig)
+        script = runner.script
+        if not script or not Path(script).is_file():
             raise ConfigError([Problem("runner.script", script, "path of an existing recipe script "
                                        "(or set VERLSWEEP_RECIPE_SCRIPT)")])
-        mode = str(runner.get("forward", "overrides"))
+        mode = runner.forward
         if mode not in FORWARD_MODES:
             raise ConfigError([Problem("runner.forward", mode, f"one of {', '.join(FORWARD_MODES)}")])
 
-        env_map = {str(k): str(v) for k, v in (runner.get("env_map") or {}).items()}
+        env_map = runner.env_map
         composed = spec.verl
         env = {var: format_env(composed[key]) for var, key in env_map.items() if key in composed}
 
@@ -39,11 +41,11 @@ class ScriptRunner(ProcessRunner):
         if mode == "all":
             keys = list(composed)
         else:
-            keys = [*spec.knobs, *(str(k) for k in runner.get("always") or [])]
+            keys = [*spec.knobs, *runner.always]
         forwarded = _overrides_by_key(spec.command)
         args = [forwarded[k] for k in dict.fromkeys(keys) if k not in mapped and k in forwarded]
-        entry = [str(a) for a in runner.get("entrypoint") or []]
-        argv = resolve_entrypoint([*entry, str(Path(str(script)).resolve())], len(entry))
+        entry = list(runner.entrypoint)
+        argv = resolve_entrypoint([*entry, str(Path(script).resolve())], len(entry))
         return [*argv, *args], env
 
 
