@@ -21,7 +21,7 @@ from verlsweep.study import create as _study, guide as _guide, reuse as _reuse, 
 from hydra_plugins.verlsweep_sweeper.config import (BoundarySamplerConfig, MedianPrunerConfig,  # noqa: E402
                                                     TPESamplerConfig, VerlSweepSweeperConf)
 from verlsweep.command.compose import compose_config  # noqa: E402
-from verlsweep.study.settings import study_config  # noqa: E402
+from verlsweep.config.study import study_config  # noqa: E402
 from verlsweep.common.names import RULED_OUT_ATTR  # noqa: E402
 from verlsweep.common.result import TrialResult  # noqa: E402
 from verlsweep.proofs.evidence import proof_of_failure  # noqa: E402

@@ -138,7 +138,7 @@ def test_the_guides_defaults_are_written_once_in_the_study_node():
     from dataclasses import fields as dataclass_fields
 
     from hydra_plugins.verlsweep_sweeper.config import VerlSweepSweeperConf
-    from verlsweep.study.settings import GuideConfig
+    from verlsweep.config.study import GuideConfig
 
     cfg = compose_config([])
     assert (cfg.study.guide.draws, cfg.study.guide.error) == (32, 0.2)

@@ -20,7 +20,7 @@ from verlsweep.command.hydra_compose import compose_dir
 from verlsweep.record.results import Told
 from verlsweep.study import hooks, peer_compat, verl_hooks
 from verlsweep.study import space as _space
-from verlsweep.study.settings import study_config
+from verlsweep.config.study import study_config
 from verlsweep.study.space import SearchSpaceError
 
 

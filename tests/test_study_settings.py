@@ -14,7 +14,7 @@ from verlsweep.command import argv
 from verlsweep.command.compose import compose_config
 from verlsweep.common import moved_keys
 from verlsweep.common.errors import ConfigError
-from verlsweep.study.settings import study_config
+from verlsweep.config.study import study_config
 
 # what the count leaves out: Hydra's own (_target_, defaults) and the groups and the space
 NOT_COUNTED = {"_target_", "defaults", "sampler", "pruner", "params"}

@@ -28,7 +28,7 @@ from verlsweep.command.overrides import flatten
 from verlsweep.command.suggest import did_you_mean
 from verlsweep.common import moved_keys
 from verlsweep.common.errors import ConfigError, Problem, full_traceback_wanted
-from verlsweep.common.typed_config import to_dataclass
+from verlsweep.config.node import convert
 from verlsweep.study import create, inflight, peer_compat, space as _space
 from verlsweep.study.hooks import AppHooks, TaskHooks, is_own_task
 from verlsweep.study.loop import Loop, Search, SweepStopped
@@ -84,7 +84,7 @@ def settings_from(kwargs: Mapping[str, Any]) -> VerlSweepSweeperConf:
     if problems:
         _refuse(SearchSpaceError(problems))
     try:
-        return to_dataclass(VerlSweepSweeperConf, given, KEY)
+        return convert(VerlSweepSweeperConf, given, KEY)
     except ConfigError as exc:
         _refuse(exc)
 

@@ -19,16 +19,17 @@ from __future__ import annotations
 import re
 import types
 import typing
-from dataclasses import MISSING, fields, replace
+from dataclasses import MISSING, fields, is_dataclass, replace
 from functools import cache
 from typing import Any, Callable, Iterator, Mapping, TypeVar, cast
 
 from omegaconf import OmegaConf
-from omegaconf.errors import ValidationError
+from omegaconf.errors import ConfigKeyError, ValidationError
 
 from verlsweep.common.errors import ConfigError, Problem
 
 N = TypeVar("N", bound="ConfigNode")
+D = TypeVar("D")      # any dataclass (the sweeper's config dataclass too)
 
 
 class ConfigNode(Mapping[str, Any]):
@@ -86,7 +87,7 @@ def _at(tree: Any, parts: list[str]) -> Any:
     return tree
 
 
-def convert(cls: type[N], node: Any, key: str) -> N:
+def convert(cls: type[D], node: Any, key: str) -> D:
     """The node at `key` of the composed config (resolved) as `cls`. Raises ConfigError naming every key of
     it that is unknown, missing or of the wrong type."""
     plain = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
@@ -103,13 +104,18 @@ def convert(cls: type[N], node: Any, key: str) -> N:
         try:
             merged = OmegaConf.merge(schema, data)
             break
-        except ValidationError as exc:        # one at a time: drop it and look for the next
+        except (ValidationError, ConfigKeyError) as exc:     # one at a time: drop it and look for the next
             parts = [p for p in re.split(r"[.\[\]]", str(exc.full_key)) if p]
             hint = _hints(cls).get(parts[0]) if parts else None
             if hint is None or parts[0] not in data:
                 raise
-            problems.append(Problem(f"{key}.{exc.full_key}", _at(data, parts),
-                                    expected(hint if len(parts) == 1 else _element(hint))))
+            if isinstance(exc, ConfigKeyError):     # a key a nested node (study.guide) does not have
+                parent = ".".join([key, *parts[:-1]])
+                allowed = f"a key of {parent}: {', '.join(_names(hint))}" if is_dataclass(hint) else "a known key"
+                problems.append(Problem(f"{key}.{exc.full_key}", _at(data, parts), allowed))
+            else:
+                problems.append(Problem(f"{key}.{exc.full_key}", _at(data, parts),
+                                        expected(hint if len(parts) == 1 else _element(hint))))
             del data[parts[0]]
     if problems:
         raise ConfigError(problems)
@@ -120,10 +126,18 @@ def convert(cls: type[N], node: Any, key: str) -> N:
 
 @cache
 def _schema(cls: type) -> Any:
-    return OmegaConf.structured(cls)       # OmegaConf.merge copies it: one per class is enough
+    """The class as OmegaConf's structured node (OmegaConf.merge copies it: one per class is enough), opened
+    for the merge: a frozen dataclass's node and every node nested in it are read-only."""
+    node = OmegaConf.structured(cls)
+    OmegaConf.set_readonly(node, False)
+    for f in fields(cls):         # a nested node (study.guide) exists, open, for the merge to fill in
+        hint = _hints(cls)[f.name]
+        if is_dataclass(hint) and OmegaConf.is_missing(node, f.name):
+            node[f.name] = _schema(hint)
+    return node
 
 
-def _with_tuples(out: N) -> N:
+def _with_tuples(out: D) -> D:
     """OmegaConf returns a list for a tuple field; a frozen node holds the tuple it declares."""
     lists = {name: tuple(value) for name, value in ((n, getattr(out, n)) for n in _names(type(out)))
              if isinstance(value, list) and _casts(type(out))[name] is tuple}

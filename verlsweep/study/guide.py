@@ -44,7 +44,7 @@ from optuna.distributions import CategoricalDistribution
 from verlsweep.common import disk_cache
 from verlsweep.common.names import FITS
 from verlsweep.common.distributions import discrete_values
-from verlsweep.study.settings import study_config
+from verlsweep.config.study import study_config
 from verlsweep.study.space import SearchSpace, config_key, group_choices
 
 log = logging.getLogger(__name__)

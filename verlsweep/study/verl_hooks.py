@@ -1,5 +1,5 @@
 """verlsweep's own trial task's side of a sweep (verlsweep.study.hooks.TaskHooks), from the task's `study`
-node (conf/study/default.yaml, typed by verlsweep.study.settings.StudyConfig):
+node (conf/study/default.yaml, typed by verlsweep.config.study.StudyConfig):
 
     params          a chained sweep's source (study.from_study, verlsweep.study.chain)
     check           device subsets of one node (study.devices_per_trial, verlsweep.study.subsets)
@@ -36,7 +36,7 @@ from verlsweep.study import progress as _progress, space as _space, subsets
 from verlsweep.study.create import default_study_name
 from verlsweep.study.hooks import AppHooks, sampler_config
 from verlsweep.study.session import SweepSession
-from verlsweep.study.settings import study_config
+from verlsweep.config.study import study_config
 from verlsweep.tracking import sweep_run
 from verlsweep.tracking.sweep_run import Tracking
 
