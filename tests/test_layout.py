@@ -1,9 +1,9 @@
 """The package's layout keeps data flowing one way: no stage imports a later one.
 
     sweep.py -> hydra_plugins/verlsweep_sweeper (thin: Hydra's side) -> verlsweep.study (the sweep)
-    -> Hydra's launcher -> task.py -> command -> plan -> trial -> tracking; reconcile, record and
-    report after (study imports report for report.html, so what report's --status shares with the
-    sweep is record, below both).
+    -> Hydra's launcher -> task.py -> command -> plan -> trial -> tracking; reconcile and report
+    after (study imports report for report.html, so what report's --status shares with the sweep,
+    the study's record, is reconcile, below both).
 
 Inside the planner the same holds between its subpackages: trace <- predictor <- fit <- cli.
 
@@ -32,11 +32,10 @@ ALLOWED = {
     "tracking": {"common", "command", "plan", "trial"},
     "study_link": {"common"},
     "reconcile": {"common", "trial", "tracking", "study_link"},
-    "record": {"common", "reconcile"},
-    "report": {"common", "proofs", "tracking", "study_link", "reconcile", "record"},
+    "report": {"common", "proofs", "tracking", "study_link", "reconcile"},
     "proofs": {"common"},
     # orchestrates the sweep; nothing in verlsweep imports it (only hydra_plugins does)
-    "study": {"common", "command", "plan", "proofs", "tracking", "reconcile", "record", "report", "study_link"},
+    "study": {"common", "command", "plan", "proofs", "tracking", "reconcile", "report", "study_link"},
 }
 
 
