@@ -88,6 +88,15 @@ def test_nothing_in_verlsweep_imports_hydra_plugins():
     assert not bad, "\n".join(bad)
 
 
+MAX_MODULE_LINES = 400       # a module past this does more than one job: split it by job
+
+
+def test_no_module_is_over_400_lines():
+    long = {str(p.relative_to(REPO)): n for p in [*PKG.rglob("*.py"), *PLUGIN.rglob("*.py"), REPO / "sweep.py"]
+            if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert not long, f"modules over {MAX_MODULE_LINES} lines: {long}"
+
+
 def test_the_sweeper_plugin_keeps_only_what_hydra_needs():
     """config (dataclasses + registration), the registered class and _impl (the Hydra glue)."""
     modules = {p.name for p in (PLUGIN / "verlsweep_sweeper").glob("*.py")}
