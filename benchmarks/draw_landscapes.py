@@ -1,8 +1,8 @@
 """Draw the hand-written landscapes nobody tuned on (benchmarks/search_efficiency.py "drawn ...").
 
 Run once; its output, benchmarks/drawn_landscapes.json, is committed and never edited after a result
-was seen (issue 26). Every draw is one node of 8 x 60.96 GiB, an 8B model, the five knobs of
-sweeps/rollout_memory.yaml:
+was seen, so no landscape is fitted to the results. Every draw is one node of 8 x 60.96 GiB, an 8B
+model, the five knobs of sweeps/rollout_memory.yaml:
 
     python benchmarks/draw_landscapes.py > benchmarks/drawn_landscapes.json
 """

@@ -3,7 +3,7 @@
 The same sweep, run twice: `hydra.sweeper.schedule=batch` (ask n_jobs trials, wait for the slowest)
 and `schedule=async` (a trial's end starts the next). Both run the sweeper's own scheduler,
 verlsweep.study.inflight.run, with a real Optuna study (multivariate TPE with constant_liar, the
-median pruner, OOMs told as constraint violations by verlsweep.record.results.tell); only the
+median pruner, OOMs told as constraint violations by verlsweep.reconcile.results.tell); only the
 launcher is simulated, on a fake clock: a trial occupies its slot for the time the recipe's cost
 model gives (benchmarks/search_methods.py cost_dh):
 
@@ -49,8 +49,8 @@ from omegaconf import OmegaConf  # noqa: E402
 
 from hydra_plugins.verlsweep_sweeper.config import MedianPrunerConfig, TPESamplerConfig  # noqa: E402
 from verlsweep.common.result import TrialResult  # noqa: E402
-from verlsweep.record import results  # noqa: E402
-from verlsweep.record.budget import quiet_optuna, remaining  # noqa: E402
+from verlsweep.reconcile import results  # noqa: E402
+from verlsweep.reconcile.budget import quiet_optuna, remaining  # noqa: E402
 from verlsweep.study import create, inflight  # noqa: E402
 from verlsweep.study_link import pruner_from_spec  # noqa: E402
 

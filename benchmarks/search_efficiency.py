@@ -71,7 +71,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from verlsweep.record.budget import quiet_optuna  # noqa: E402
+from verlsweep.reconcile.budget import quiet_optuna  # noqa: E402
 
 import search_methods  # noqa: E402
 from search_landscapes import (HAND_WRITTEN, PLANNER_BASES, STEPS, WORLD, Landscape, all_configs,  # noqa: E402

@@ -15,8 +15,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import optuna  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
-from verlsweep.record import results as _results  # noqa: E402
-from verlsweep.record.budget import quiet_optuna  # noqa: E402
+from verlsweep.reconcile import results as _results  # noqa: E402
+from verlsweep.reconcile.budget import quiet_optuna  # noqa: E402
 from verlsweep.study import create as _study, guide as _guide, reuse as _reuse, space as _space  # noqa: E402
 from hydra_plugins.verlsweep_sweeper.config import (BoundarySamplerConfig, MedianPrunerConfig,  # noqa: E402
                                                     TPESamplerConfig, VerlSweepSweeperConf)

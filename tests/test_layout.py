@@ -1,9 +1,9 @@
 """The package's layout keeps data flowing one way: no stage imports a later one.
 
     sweep.py -> hydra_plugins/verlsweep_sweeper (thin: Hydra's side) -> verlsweep.study (the sweep)
-    -> Hydra's launcher -> task.py -> config -> command -> plan -> trial -> tracking; reconcile, record and
+    -> Hydra's launcher -> task.py -> config -> command -> plan -> trial -> tracking; reconcile and
     report after (study imports report for report.html, so what report's --status shares with the
-    sweep is record, below both).
+    sweep, the study's record, is reconcile, below both).
 
 Inside the planner the same holds between its subpackages: trace <- predictor <- fit <- cli.
 
@@ -33,12 +33,10 @@ ALLOWED = {
     "tracking": {"common", "config", "command", "plan", "trial"},
     "study_link": {"common"},
     "reconcile": {"common", "trial", "tracking", "study_link"},
-    "record": {"common", "reconcile"},
-    "report": {"common", "proofs", "tracking", "study_link", "reconcile", "record"},
+    "report": {"common", "proofs", "tracking", "study_link", "reconcile"},
     "proofs": {"common"},
     # orchestrates the sweep; nothing in verlsweep imports it (only hydra_plugins does)
-    "study": {"common", "config", "command", "plan", "proofs", "tracking", "reconcile", "record", "report",
-              "study_link"},
+    "study": {"common", "config", "command", "plan", "proofs", "tracking", "reconcile", "report", "study_link"},
 }
 
 
@@ -89,6 +87,15 @@ def test_nothing_in_verlsweep_imports_hydra_plugins():
     bad = [f"{path.relative_to(REPO)}: imports {m}"
            for path in [*sorted(PKG.rglob("*.py")), REPO / "sweep.py"] for m in _imports(path, "hydra_plugins")]
     assert not bad, "\n".join(bad)
+
+
+MAX_MODULE_LINES = 400       # a module past this does more than one job: split it by job
+
+
+def test_no_module_is_over_400_lines():
+    long = {str(p.relative_to(REPO)): n for p in [*PKG.rglob("*.py"), *PLUGIN.rglob("*.py"), REPO / "sweep.py"]
+            if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert not long, f"modules over {MAX_MODULE_LINES} lines: {long}"
 
 
 def test_the_sweeper_plugin_keeps_only_what_hydra_needs():

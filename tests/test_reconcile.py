@@ -246,7 +246,7 @@ def test_repair_applies_the_rules_and_leaves_the_live_sweeps_trial_alone(left_be
 
 
 def test_a_dead_sweeps_trial_whose_result_is_on_disk_is_told_that_result(left_behind):
-    from verlsweep.record import results as _results
+    from verlsweep.reconcile import results as _results
 
     result = {"outcome": "oom", "peak_memory_gb": 63.0, "excerpt": "NPU out of memory", "steps": 1}
     (left_behind["trial_dir"] / RESULT_FILE).write_text(json.dumps(result))

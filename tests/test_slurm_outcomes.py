@@ -11,7 +11,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from verlsweep.command.resolvers import slurm_minutes
-from verlsweep.record import results as _results
+from verlsweep.reconcile import results as _results
 from verlsweep.command.compose import compose_config
 from verlsweep.common import slurm
 from verlsweep.common.result import TrialResult

@@ -13,7 +13,7 @@ from omegaconf import OmegaConf
 from optuna.distributions import CategoricalDistribution, FloatDistribution
 from optuna.trial import TrialState
 
-from verlsweep.record import budget, results as _results
+from verlsweep.reconcile import budget, results as _results
 from verlsweep.study import create, outputs as _outputs
 from verlsweep.study.space import SearchSpace, SearchSpaceError
 from verlsweep.common.errors import ConfigError, Problem

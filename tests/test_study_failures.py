@@ -5,7 +5,7 @@ from pathlib import Path
 
 from optuna.trial import TrialState
 
-from verlsweep.record.results import NO_RESULT, Told
+from verlsweep.reconcile.results import NO_RESULT, Told
 from verlsweep.study.failures import FailureWatch
 
 

@@ -14,8 +14,8 @@ from hydra_plugins.hydra_submitit_launcher.submitit_launcher import LocalLaunche
 
 from hydra_plugins.verlsweep_launcher.slurm_launcher import VerlSweepSlurmLauncher
 from verlsweep.common.result import TrialResult
-from verlsweep.record import results
-from verlsweep.record.budget import remaining
+from verlsweep.reconcile import results
+from verlsweep.reconcile.budget import remaining
 from verlsweep.study import inflight
 
 

@@ -1,5 +1,5 @@
 """A trial that launched nothing reads the same everywhere a user looks: its terminal line, the summary
-table, the report's tables and its MLflow run all say `reused t00` (issue: one presentation), through
+table, the report's tables and its MLflow run all say `reused t00` (one presentation), through
 `python sweep.py -m ... runner=estimate` (seconds per trial, no device)."""
 from __future__ import annotations
 

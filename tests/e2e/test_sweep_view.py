@@ -132,7 +132,7 @@ def test_optuna_dashboard_serves_the_sweeps_study_from_its_storage_as_it_is(esti
         detail = requests.get(f"{url}/api/studies/{summary['study_id']}?after=0", timeout=30)
     assert detail.ok and len(detail.json()["trials"]) == N_TRIALS
     # what the dashboard shows of each trial: a trial that did not fit is marked infeasible by its
-    # constraint (the dashboard reads only the list form: verlsweep.record.results.set_violation)
+    # constraint (the dashboard reads only the list form: verlsweep.reconcile.results.set_violation)
     served = {t["number"]: (t["constraints"], {a["key"]: a["value"] for a in t["user_attrs"]})
               for t in detail.json()["trials"]}
     failed = [n for n, (_, attrs) in served.items() if attrs.get("outcome") in ("oom", "infeasible")]

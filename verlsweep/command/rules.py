@@ -107,6 +107,6 @@ def check_rules(cfg: DictConfig) -> list[Problem]:
         if not _is_int(max_tok) or max_tok * sp < seq:
             problems.append(Problem(f"{ACTOR}.ppo_max_token_len_per_gpu", max_tok,
                                     f"an integer >= (max_prompt_length + max_response_length) / SP = {-(-seq // sp)}"))
-    # token budgets beyond verl's minimum, SP, vLLM batching and graph capture (issue 28)
+    # token budgets beyond verl's minimum, SP, vLLM batching and graph capture (command/throughput_rules.py)
     problems += check_throughput_rules(cfg)
     return problems

@@ -80,7 +80,7 @@ def should_skip_enqueue(study: "optuna.Study", params: Mapping[str, Any]) -> boo
 
 
 def set_trial_system_attr(trial: "optuna.Trial", key: str, value: Any) -> None:
-    """Write a trial's system attr (verlsweep.record.results: its constraint in the list form).
+    """Write a trial's system attr (verlsweep.reconcile.results: its constraint in the list form).
 
     Private: Trial.set_system_attr was removed from Optuna's public API (deprecated in 3.1); the storage
     call needs the trial's id (trial_id). `trial.storage` is the public handle on the trial's storage."""

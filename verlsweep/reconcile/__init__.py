@@ -1,4 +1,9 @@
-"""After a crash, Optuna, MLflow and the sweep dir tell the same story.
+"""The study's record, and after a crash Optuna, MLflow and the sweep dir telling the same story.
+
+The record, as the sweep keeps it: how a job's result is told to Optuna (`results`), which trials
+count towards n_trials and which are re-run once (`budget`), and trials.csv (`trials_csv`). Both
+verlsweep.study (the sweep) and verlsweep.report (`--status --repair` tells a dead sweep's trial and
+rewrites trials.csv as the sweep would) use them, so they live here, below both.
 
 A sweep process records itself in its study (`sessions`); the next one on the study finds trials of
 sweeps that died (`trials`: their processes stopped, the trial failed `orphaned` or told the outcome

@@ -13,8 +13,7 @@ from typing import Any
 import yaml
 
 from verlsweep.common import optuna_private
-from verlsweep.reconcile import check, sessions
-from verlsweep.record import budget, results, trials_csv
+from verlsweep.reconcile import budget, check, results, sessions, trials_csv
 from verlsweep.common.names import OBJECTIVES_ATTR, TRACKING_ATTR
 from verlsweep.study_link import absolute_storage_url, open_storage
 from verlsweep.tracking import store, study_runs
@@ -56,7 +55,7 @@ def resolve(sweep_dir: str | None, storage: str | None, study: str | None, track
 
 def _sweeper_helpers(study: Any) -> tuple[Any, Any, Any]:
     """tell (as the sweep tells a result), the re-run-once callback and the trials.csv writer: the sweep's
-    own (verlsweep.record), so a repair leaves the study as a restarted sweep would."""
+    own (verlsweep.reconcile), so a repair leaves the study as a restarted sweep would."""
     import optuna
 
     objectives = list(study.user_attrs.get(OBJECTIVES_ATTR) or ["objective"])

@@ -16,17 +16,17 @@ to Hydra's launcher); everything else is here, with public names, usable without
     session     this sweep process on its study (verlsweep.reconcile on start and after each batch)
     peer_compat hydra-optuna-sweeper's keys and optimization_results.yaml, for apps coming from it
     job_dirs    trial dirs by trial number, under the study's first sweep dir
-    outputs     best.yaml, best_launch.sh, report.html, the summary table (trials.csv: verlsweep.record)
+    outputs     best.yaml, best_launch.sh, report.html, the summary table (trials.csv: verlsweep.reconcile)
     progress    the terminal: one line per trial, the status line
     view        after each batch: status line, report, the MLflow sweep run's numbers
     chain       study.from_study: start from another sweep's best config, and the link kept
     inflight    asynchronous trials; subsets: device groups of one node; failures: when failures stop it
 
-How a result is told, the trial budget and trials.csv are verlsweep.record, below both this package and
+How a result is told, the trial budget and trials.csv are verlsweep.reconcile, below both this package and
 verlsweep.report (whose `--status --repair` tells and rewrites as a sweep does): study writes
 report.html through verlsweep.report, so report cannot import study.
 
-May import: verlsweep.common, command, plan, proofs, tracking, reconcile, record, report and study_link.
+May import: verlsweep.common, command, plan, proofs, tracking, reconcile, report and study_link.
 Nothing imports it but hydra_plugins (tests/test_layout.py); it never imports hydra_plugins nor Hydra's
 launcher API (the plugin hands it a callable that runs a batch, and the verl hooks the compose calls:
 verl_hooks.Hydra).

@@ -73,7 +73,7 @@ def _from_best_yaml(path: Path) -> Link:
 def _from_storage(name: str, storage_url: str | None) -> Link:
     import optuna
 
-    from verlsweep.record.budget import quiet_optuna
+    from verlsweep.reconcile.budget import quiet_optuna
     from verlsweep.study.outputs import best_trials
     from verlsweep.study_link import open_storage
 

@@ -6,7 +6,7 @@ or doubled trial (benchmarks/storage_concurrency.py); only RDB storages have Opt
 (with the sweep sessions of verlsweep/reconcile) is how a restarted sweep tells a trial of a dead
 sweep from one another live sweep is running; a dead sweep's trial is re-run once
 (optuna/storages/_callbacks.py RetryHeartbeatStaleTrialCallback). Which trials count towards
-n_trials: verlsweep.record.budget.
+n_trials: verlsweep.reconcile.budget.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from optuna.storages import RetryHeartbeatStaleTrialCallback
 
 from verlsweep.common import optuna_private
 from verlsweep.common.errors import Problem
-from verlsweep.record.budget import STALE_RETRIES, budget_trials, complete, quiet_optuna
+from verlsweep.reconcile.budget import STALE_RETRIES, budget_trials, complete, quiet_optuna
 from verlsweep.study.space import SearchSpace, SearchSpaceError, describe
 from verlsweep.study_link import PRUNER_ATTR, open_storage, pruner_from_spec
 

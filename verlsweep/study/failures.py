@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable, Optional
 
-from verlsweep.record import results
+from verlsweep.reconcile import results
 from verlsweep.study import peer_compat
 from verlsweep.study.space import config_key
 

@@ -30,7 +30,7 @@ import optuna
 
 from verlsweep.common.errors import Problem
 from verlsweep.common.result import TrialResult
-from verlsweep.record.results import Told
+from verlsweep.reconcile.results import Told
 
 log = logging.getLogger(__name__)
 

@@ -28,8 +28,8 @@ from verlsweep.common.labels import not_launched
 from verlsweep.common.names import EDGE_PROBE_METRIC, N_TRIALS_ATTR, OBJECTIVES_ATTR, OVER_BUDGET_ATTR, OVERRIDES_ATTR
 from verlsweep.common.names import PREDICTED_ATTR
 from verlsweep.common.result import TrialResult
-from verlsweep.record import budget, results
-from verlsweep.record.budget import quiet_optuna
+from verlsweep.reconcile import budget, results
+from verlsweep.reconcile.budget import quiet_optuna
 from verlsweep.study import create, enqueue as _enqueue, inflight, job_dirs, outputs as _outputs, peer_compat
 from verlsweep.study import progress as _progress, reuse, session as _session, space as _space, view as _view
 from verlsweep.study.failures import FailureWatch

@@ -1,7 +1,7 @@
 """Sweep outputs, rewritten after every batch and at the end, in the sweep dir:
 
     trials.csv      every trial of the study (all sweep processes): params, outcome, values, memory
-                    (verlsweep.record.trials_csv: `--status --repair` writes it too)
+                    (verlsweep.reconcile.trials_csv: `--status --repair` writes it too)
     best.yaml       the best feasible trial (single objective) or the Pareto front (multi-objective)
     best_launch.sh  the long run: the best trial's overrides recomposed with the long-run steps
     report.html     plots/ and the report (verlsweep.report)
@@ -22,9 +22,9 @@ from verlsweep.common import crashpoint
 from verlsweep.common.labels import knob_tokens, not_launched, short, show
 from verlsweep.common.names import OVERRIDES_ATTR, PLACEHOLDER_ATTR, REUSED_FROM_ATTR, RULED_OUT_ATTR
 from verlsweep.reconcile.check import TRIALS_CSV, outcome
-from verlsweep.record.budget import budget_trials
+from verlsweep.reconcile.budget import budget_trials
 from verlsweep.common.files import write_atomic
-from verlsweep.record.trials_csv import reportable, write_trials
+from verlsweep.reconcile.trials_csv import reportable, write_trials
 
 log = logging.getLogger(__name__)
 

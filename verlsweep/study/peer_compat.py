@@ -24,7 +24,7 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, Floa
 from optuna.trial import FrozenTrial
 
 from verlsweep.common.errors import Problem
-from verlsweep.record.results import Told
+from verlsweep.reconcile.results import Told
 from verlsweep.common.files import write_atomic
 from verlsweep.study.space import SearchSpace, SearchSpaceError
 

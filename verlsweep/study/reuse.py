@@ -22,7 +22,7 @@ from typing import Any, Callable
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from verlsweep.record.results import PLACEHOLDER_ATTR, Told, set_violation, tell_state, violation
+from verlsweep.reconcile.results import PLACEHOLDER_ATTR, Told, set_violation, tell_state, violation
 from verlsweep.common.names import FAILURE_PHASE_ATTR, PREDICTED_ATTR, REUSED_FROM_ATTR, REUSED_RUN_ATTR
 
 log = logging.getLogger(__name__)

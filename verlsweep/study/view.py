@@ -9,8 +9,8 @@ from typing import Any
 import optuna
 from omegaconf import DictConfig
 
-from verlsweep.record import budget
-from verlsweep.record.trials_csv import reportable
+from verlsweep.reconcile import budget
+from verlsweep.reconcile.trials_csv import reportable
 from verlsweep.study import outputs
 from verlsweep.study.progress import Progress
 from verlsweep.tracking import sweep_run

@@ -33,7 +33,7 @@ from hydra.core.utils import JobReturn, JobStatus
 from optuna.trial import TrialState
 
 from verlsweep.common import optuna_private
-from verlsweep.record import budget
+from verlsweep.reconcile import budget
 from verlsweep.common.errors import ConfigError
 from verlsweep.common.names import FAILURE_PHASE_ATTR, JOB_DIR_ATTR, PLACEHOLDER_ATTR, PREDICTED_ATTR
 from verlsweep.common.result import CONSTRAINT_OUTCOMES, TrialResult
