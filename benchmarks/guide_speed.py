@@ -25,13 +25,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from hydra.core.override_parser.overrides_parser import OverridesParser  # noqa: E402
-from omegaconf import OmegaConf  # noqa: E402
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import OmegaConf
 
-from verlsweep.command.compose import compose_config  # noqa: E402
-from verlsweep.plan import from_cfg, load_calibration, predict  # noqa: E402
-from verlsweep.study import guide as _guide, space as _space  # noqa: E402
-from verlsweep.config.study import study_config  # noqa: E402
+from verlsweep.command.compose import compose_config
+from verlsweep.config.study import study_config
+from verlsweep.plan import from_cfg, load_calibration, predict
+from verlsweep.study import guide as _guide
+from verlsweep.study import space as _space
 
 KEYS = ("verl.actor_rollout_ref.rollout.gpu_memory_utilization=range(0.30,0.95,0.05)",
         "verl.actor_rollout_ref.rollout.tensor_model_parallel_size=choice(1,2,4,8)",

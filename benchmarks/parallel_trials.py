@@ -39,23 +39,22 @@ import statistics
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import optuna  # noqa: E402
-from omegaconf import OmegaConf  # noqa: E402
+import optuna
+import search_methods
+from omegaconf import OmegaConf
+from search_landscapes import HAND_WRITTEN, STEPS, WORLD, Landscape, all_configs, hand_written, key, space
 
-from hydra_plugins.verlsweep_sweeper.config import MedianPrunerConfig, TPESamplerConfig  # noqa: E402
-from verlsweep.common.result import TrialResult  # noqa: E402
-from verlsweep.reconcile import results  # noqa: E402
-from verlsweep.reconcile.budget import quiet_optuna, remaining  # noqa: E402
-from verlsweep.study import create, inflight  # noqa: E402
-from verlsweep.study_link import pruner_from_spec  # noqa: E402
-
-import search_methods  # noqa: E402
-from search_landscapes import HAND_WRITTEN, STEPS, WORLD, Landscape, all_configs, hand_written, key, space  # noqa: E402
+from hydra_plugins.verlsweep_sweeper.config import MedianPrunerConfig, TPESamplerConfig
+from verlsweep.common.result import TrialResult
+from verlsweep.reconcile import results
+from verlsweep.reconcile.budget import quiet_optuna, remaining
+from verlsweep.study import create, inflight
+from verlsweep.study_link import pruner_from_spec
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
 TARGET = 0.97
@@ -95,7 +94,7 @@ class SimFlights(inflight.InFlight):
                  else search_methods.STARTUP_S + 2 * truth.step_s)               # step 1 counts twice: warm-up
         self.running[trial.number] = [trial, truth, self.now, [], self.now + first]
 
-    def _step(self, number: int) -> Optional[TrialResult]:
+    def _step(self, number: int) -> TrialResult | None:
         """The event due now for this trial: its OOM, or the end of its next step; its result once it ends."""
         trial, truth, _, values, _ = entry = self.running[number]
         if truth.tok_s is None:
@@ -110,7 +109,7 @@ class SimFlights(inflight.InFlight):
         entry[4] = self.now + truth.step_s
         return None
 
-    def wait(self, timeout: Optional[float] = None) -> list[tuple[optuna.Trial, Any, Optional[TrialResult]]]:
+    def wait(self, timeout: float | None = None) -> list[tuple[optuna.Trial, Any, TrialResult | None]]:
         while self.running and not (self.ended and not self.batch):
             self.now = min(r[4] for r in self.running.values())
             for number in sorted(n for n, r in self.running.items() if r[4] <= self.now):
@@ -133,7 +132,7 @@ def one_sweep(land: Landscape, seed: int, n_trials: int, slots: int, batch: bool
     flights = SimFlights(slots, land, study, sp, batch)
     reached: list[float] = []
 
-    def tell(trial: optuna.Trial, ret: Any, result: Optional[TrialResult]) -> results.Told:
+    def tell(trial: optuna.Trial, ret: Any, result: TrialResult | None) -> results.Told:
         assert result is not None
         with quiet_optuna():
             told = results.tell(study, trial, None, ["objective"], result=result)

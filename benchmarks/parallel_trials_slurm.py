@@ -36,20 +36,19 @@ import time
 from collections import Counter
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import optuna  # noqa: E402
-
 import parallel_trials  # noqa: E402
 import search_methods  # noqa: E402
 from parallel_trials_app import config_key  # noqa: E402
 from search_landscapes import HAND_WRITTEN, SPACE_LINES, STEPS, WORLD, Landscape, all_configs, hand_written, space  # noqa: E402
+
 from tests.support.slurm_cluster import SlurmCluster, missing  # noqa: E402
-from verlsweep.proofs.rules import KNOBS  # noqa: E402
 
 APP = REPO / "benchmarks" / "parallel_trials_app.py"
 DB = "verlsweep-optuna.db"
@@ -91,7 +90,7 @@ def run_sweep(cluster: SlurmCluster, work: Path, truth: Path, mode: str, args: a
     return wall
 
 
-def _ts(d: Optional[datetime]) -> float:
+def _ts(d: datetime | None) -> float:
     assert d is not None
     return d.timestamp()
 

@@ -32,13 +32,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from verlsweep.command.compose import compose_config  # noqa: E402
-from verlsweep.plan import from_cfg, predict  # noqa: E402
-from verlsweep.plan.predictor import band, calibration  # noqa: E402
-from verlsweep.plan.fit.measured_fit import fit, informed  # noqa: E402
-from verlsweep.plan.fit.points import point_inputs, samples  # noqa: E402
-from verlsweep.plan.cli.table import DEFAULT_UTILS, grid  # noqa: E402
-from verlsweep.command.topology import tp_choices  # noqa: E402
+from verlsweep.command.compose import compose_config
+from verlsweep.command.topology import tp_choices
+from verlsweep.plan import from_cfg, predict
+from verlsweep.plan.cli.table import DEFAULT_UTILS, grid
+from verlsweep.plan.fit.measured_fit import fit, informed
+from verlsweep.plan.fit.points import point_inputs, samples
+from verlsweep.plan.predictor import band, calibration
 
 
 def _err(pred: float, rep: float | None) -> str:

@@ -71,12 +71,21 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from verlsweep.reconcile.budget import quiet_optuna  # noqa: E402
+import search_methods
+from search_landscapes import (
+    HAND_WRITTEN,
+    PLANNER_BASES,
+    STEPS,
+    WORLD,
+    Landscape,
+    all_configs,
+    hand_written,
+    planner_landscape,
+    space,
+)
+from search_methods import GUIDE, METHODS, Run, guide_predictions, run_method
 
-import search_methods  # noqa: E402
-from search_landscapes import (HAND_WRITTEN, PLANNER_BASES, STEPS, WORLD, Landscape, all_configs,  # noqa: E402
-                               hand_written, planner_landscape, space)
-from search_methods import GUIDE, METHODS, Run, guide_predictions, run_method  # noqa: E402
+from verlsweep.reconcile.budget import quiet_optuna
 
 # the race's landscapes, set before its workers fork (a throughput landscape is too big to pickle per job)
 _LANDS: dict[str, Landscape] = {}

@@ -10,20 +10,21 @@ import json
 import math
 import random
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from hydra.core.override_parser.overrides_parser import OverridesParser  # noqa: E402
-from omegaconf import OmegaConf  # noqa: E402
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import OmegaConf
 
-from verlsweep.study import guide as _guide, space as _space  # noqa: E402
-from verlsweep.common.distributions import discrete_values  # noqa: E402
-from verlsweep.common.result import PLAN_CHECK_PHASES  # noqa: E402
-from verlsweep.proofs.rules import KNOBS, OFFLOADS, TP, UTIL  # noqa: E402
-from verlsweep.plan.predictor.calibration import THROUGHPUT_CONSTANTS  # noqa: E402
+from verlsweep.common.distributions import discrete_values
+from verlsweep.common.result import PLAN_CHECK_PHASES
+from verlsweep.plan.predictor.calibration import THROUGHPUT_CONSTANTS
+from verlsweep.proofs.rules import KNOBS, OFFLOADS, TP, UTIL
+from verlsweep.study import guide as _guide
+from verlsweep.study import space as _space
 
 P_OFF, O_OFF, R_OFF = OFFLOADS          # actor params, actor optimizer, ref params
 SPACE_LINES = [f"{UTIL}=range(0.30,0.95,0.05)", f"{TP}=choice(1,2,4,8)", f"{P_OFF}=choice(true,false)",

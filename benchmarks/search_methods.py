@@ -12,23 +12,29 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import optuna  # noqa: E402
-from omegaconf import OmegaConf  # noqa: E402
+import optuna
+from omegaconf import OmegaConf
+from search_landscapes import STEPS, WORLD, Landscape, Truth, all_configs
 
-from verlsweep.reconcile import results as _results  # noqa: E402
-from verlsweep.reconcile.budget import quiet_optuna  # noqa: E402
-from verlsweep.study import create as _study, guide as _guide, reuse as _reuse, space as _space  # noqa: E402
-from hydra_plugins.verlsweep_sweeper.config import (BoundarySamplerConfig, MedianPrunerConfig,  # noqa: E402
-                                                    TPESamplerConfig, VerlSweepSweeperConf)
-from verlsweep.command.compose import compose_config  # noqa: E402
-from verlsweep.config.study import study_config  # noqa: E402
-from verlsweep.common.names import RULED_OUT_ATTR  # noqa: E402
-from verlsweep.common.result import TrialResult  # noqa: E402
-from verlsweep.proofs.evidence import proof_of_failure  # noqa: E402
-from verlsweep.study.failures import FailureWatch  # noqa: E402
-from verlsweep.study_link import pruner_from_spec  # noqa: E402
-
-from search_landscapes import STEPS, WORLD, Landscape, Truth, all_configs  # noqa: E402
+from hydra_plugins.verlsweep_sweeper.config import (
+    BoundarySamplerConfig,
+    MedianPrunerConfig,
+    TPESamplerConfig,
+    VerlSweepSweeperConf,
+)
+from verlsweep.command.compose import compose_config
+from verlsweep.common.names import RULED_OUT_ATTR
+from verlsweep.common.result import TrialResult
+from verlsweep.config.study import study_config
+from verlsweep.proofs.evidence import proof_of_failure
+from verlsweep.reconcile import results as _results
+from verlsweep.reconcile.budget import quiet_optuna
+from verlsweep.study import create as _study
+from verlsweep.study import guide as _guide
+from verlsweep.study import reuse as _reuse
+from verlsweep.study import space as _space
+from verlsweep.study.failures import FailureWatch
+from verlsweep.study_link import pruner_from_spec
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
 

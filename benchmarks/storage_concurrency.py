@@ -12,18 +12,17 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
+import sys
 import tempfile
 import time
+import warnings
 from collections import Counter
 from pathlib import Path
-
-import sys
-import warnings
 
 import optuna
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from verlsweep.common import optuna_private  # noqa: E402
+from verlsweep.common import optuna_private
 
 warnings.filterwarnings("ignore")  # heartbeat/experimental warnings of every worker
 optuna.logging.set_verbosity(optuna.logging.ERROR)

@@ -19,21 +19,22 @@ from __future__ import annotations
 import contextlib
 import functools
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from hydra.core.override_parser.overrides_parser import OverridesParser  # noqa: E402
-from omegaconf import OmegaConf  # noqa: E402
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import OmegaConf
+from search_landscapes import KNOBS, Landscape, all_configs, hidden_errors, planner_landscape, true_verdict
+from search_landscapes import space as memory_space
 
-from verlsweep.command.throughput_rules import CAPTURE_KEYS  # noqa: E402
-from verlsweep.study import enqueue as _enqueue, guide as _guide, space as _space  # noqa: E402
-
-from search_landscapes import (KNOBS, Landscape, all_configs, hidden_errors, planner_landscape,  # noqa: E402
-                               space as memory_space, true_verdict)
+from verlsweep.command.throughput_rules import CAPTURE_KEYS
+from verlsweep.study import enqueue as _enqueue
+from verlsweep.study import guide as _guide
+from verlsweep.study import space as _space
 
 SPACE_GROUP = "space=throughput"
 # the capture sizes the resolver makes of throughput.max_capture_size, max_num_seqs and enforce_eager:

@@ -8,7 +8,6 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
 from mlflow.tracking import MlflowClient
 
 from tests.support.fixtures.tiny_verl import make_gsm8k_parquet, make_tiny_qwen3

@@ -24,7 +24,7 @@ class Outer:
     util: float = 0.5
     name: str = "x"
     eager: bool = False
-    limit: Optional[int] = None
+    limit: int | None = None
 
 
 @pytest.mark.parametrize("value, expected, ok", [

@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from verlsweep.common.result import (CONSTRAINT_OUTCOMES, FAILURE_PHASES, OUTCOMES, PLAN_CHECK_PHASES, NullReporter,
-                                     TrialResult)
+from verlsweep.common.result import (
+    CONSTRAINT_OUTCOMES,
+    FAILURE_PHASES,
+    OUTCOMES,
+    PLAN_CHECK_PHASES,
+    NullReporter,
+    TrialResult,
+)
 from verlsweep.plan.predictor.memory import ORDER
 
 

@@ -9,8 +9,8 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from verlsweep import CONF_DIR
 from verlsweep.command.compose import build_command, compose_config
-from verlsweep.common.errors import ConfigError
 from verlsweep.command.overrides import format_value
+from verlsweep.common.errors import ConfigError
 
 ALGORITHMS = sorted(p.stem for p in (CONF_DIR / "algorithm").glob("*.yaml"))
 HARDWARE = sorted(p.stem for p in (CONF_DIR / "hardware").glob("*.yaml") if p.stem != "auto")

@@ -11,9 +11,23 @@ import yaml
 from verlsweep import CONF_DIR
 from verlsweep.command.compose import compose_config
 from verlsweep.common.errors import ConfigError
-from verlsweep.config import (RUNNERS, AlgorithmConfig, Hardware, ModelConfig, MonitorConfig, Objective, PathsConfig,
-                              PlanConfig, TaskConfig, TrackingConfig, TrialConfig, ValidateConfig, from_plain, read)
-from verlsweep.config import task_config
+from verlsweep.config import (
+    RUNNERS,
+    AlgorithmConfig,
+    Hardware,
+    ModelConfig,
+    MonitorConfig,
+    Objective,
+    PathsConfig,
+    PlanConfig,
+    TaskConfig,
+    TrackingConfig,
+    TrialConfig,
+    ValidateConfig,
+    from_plain,
+    read,
+    task_config,
+)
 from verlsweep.config.node import required
 from verlsweep.plan.predictor import inputs, verdict
 from verlsweep.prepare import prepare

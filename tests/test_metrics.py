@@ -6,8 +6,15 @@ import math
 
 import pytest
 
-from verlsweep.trial.metrics import (JsonlTail, StepLog, aggregate, objective, parse_console_line, parse_jsonl_record,
-                                     strip_ansi)
+from verlsweep.trial.metrics import (
+    JsonlTail,
+    StepLog,
+    aggregate,
+    objective,
+    parse_console_line,
+    parse_jsonl_record,
+    strip_ansi,
+)
 
 
 def test_console_line_behind_a_ray_actor_prefix_with_numpy_reprs_is_parsed():

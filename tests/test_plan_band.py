@@ -8,9 +8,9 @@ from rich.console import Console
 from verlsweep.command.compose import compose_config
 from verlsweep.common.names import EDGE_PROBE, EDGE_PROBE_METRIC
 from verlsweep.plan import blocks_launch, from_cfg, predict_cfg
+from verlsweep.plan.cli.table import grid, render
 from verlsweep.plan.predictor import band
 from verlsweep.plan.predictor.memory import Check
-from verlsweep.plan.cli.table import grid, render
 from verlsweep.plan.predictor.verdict import load_calibration
 
 ACTOR = "verl.actor_rollout_ref.actor"

@@ -16,8 +16,7 @@ from verlsweep.command import config_store
 from verlsweep.command.compose import compose_config
 from verlsweep.command.hydra_compose import compose_dir
 from verlsweep.plan import from_cfg, predict_cfg, preflight
-from verlsweep.plan.cli import detect
-from verlsweep.plan.cli import main
+from verlsweep.plan.cli import detect, main
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "support" / "plan_data"

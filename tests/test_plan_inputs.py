@@ -9,10 +9,13 @@ from omegaconf import OmegaConf
 
 from verlsweep.command.compose import compose_config
 from verlsweep.plan.predictor.inputs import from_cfg
-from verlsweep.plan.predictor.trial_spec import NotPlannable
-from verlsweep.plan.predictor.trial_spec import PlanInputs
-from verlsweep.plan.predictor.verl_config import (DEFAULT_CUDAGRAPH_MODE, VERL_DEFAULTS, VerlValues,
-                                                  default_capture_sizes)
+from verlsweep.plan.predictor.trial_spec import NotPlannable, PlanInputs
+from verlsweep.plan.predictor.verl_config import (
+    DEFAULT_CUDAGRAPH_MODE,
+    VERL_DEFAULTS,
+    VerlValues,
+    default_capture_sizes,
+)
 
 ROLLOUT = "verl.actor_rollout_ref.rollout"
 ACTOR = "verl.actor_rollout_ref.actor"

@@ -7,9 +7,9 @@ from dataclasses import replace
 import pytest
 
 from verlsweep.command.compose import compose_config
+from verlsweep.common.time_split import measured_split, predicted_split
 from verlsweep.plan import load_calibration, predict
 from verlsweep.plan.predictor.inputs import from_cfg
-from verlsweep.common.time_split import measured_split, predicted_split
 
 CAL = load_calibration(None)
 ACTOR = "verl.actor_rollout_ref.actor"
@@ -68,9 +68,10 @@ def test_the_measured_split_keeps_verls_phases_and_calls_the_rest_other():
 def test_the_planner_guide_ranks_configs_of_this_space(base):
     """The guide's ranking (verlsweep.study.guide) tells configs of this space apart: a config whose vLLM
     share stays awake through training is vetoed, and a fuller actor budget ranks above a smaller one."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
     from verlsweep.study import guide
     from verlsweep.study.space import parse
-    from hydra.core.override_parser.overrides_parser import OverridesParser
 
     cfg = compose_config(["hardware=a2_64g", "model=qwen3_8b", "algorithm=grpo", "space=throughput"])
     budget, awake = f"{ACTOR}.ppo_max_token_len_per_gpu", f"{ROLLOUT}.free_cache_engine"

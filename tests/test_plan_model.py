@@ -10,10 +10,10 @@ from verlsweep import CONF_DIR
 from verlsweep.command.compose import compose_config
 from verlsweep.plan import blocks_launch, from_cfg, predict, predict_cfg, preflight
 from verlsweep.plan.predictor import calibration
-from verlsweep.plan.predictor.verl_config import VERL_DEFAULTS
 from verlsweep.plan.predictor.lengths import clipped_gamma_mean, gamma_p, worst_lengths
 from verlsweep.plan.predictor.memory import memory_per_phase
 from verlsweep.plan.predictor.trainer_memory import micro_tokens
+from verlsweep.plan.predictor.verl_config import VERL_DEFAULTS
 
 CAL = calibration.load()
 C = CAL.constants

@@ -9,8 +9,8 @@ import pytest
 
 from verlsweep.command.compose import compose_config
 from verlsweep.plan import from_cfg, predict
-from verlsweep.plan.predictor import calibration
 from verlsweep.plan.fit.points import point_config, point_inputs
+from verlsweep.plan.predictor import calibration
 
 CAL = calibration.load()
 FEASIBLE = [p for p in CAL.points if p.feasible]

@@ -17,15 +17,15 @@ from mlflow.tracking import MlflowClient
 
 from tests.support.trial_helpers import copy_store
 from verlsweep.command import knobs
+from verlsweep.command.compose import compose_config
+from verlsweep.common.result import TrialResult
+from verlsweep.plan import from_cfg, predict_cfg
+from verlsweep.plan.cli import main
+from verlsweep.plan.fit import refit
+from verlsweep.plan.fit.measured_fit import Sample, predict_sample
+from verlsweep.plan.predictor import calibration
 from verlsweep.tracking import mlflow_runs as tracking
 from verlsweep.tracking import sweep_run
-from verlsweep.command.compose import compose_config
-from verlsweep.plan import from_cfg, predict_cfg
-from verlsweep.plan.predictor import calibration
-from verlsweep.plan.fit import refit
-from verlsweep.plan.cli import main
-from verlsweep.plan.fit.measured_fit import Sample, predict_sample
-from verlsweep.common.result import TrialResult
 from verlsweep.tracking.system_metrics import DevicePeak
 
 CAL = calibration.load()

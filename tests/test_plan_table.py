@@ -9,8 +9,8 @@ from rich.console import Console
 
 from verlsweep.command.compose import compose_config
 from verlsweep.plan import from_cfg
-from verlsweep.plan.predictor import calibration
 from verlsweep.plan.cli.table import _RANK, grid, render
+from verlsweep.plan.predictor import calibration
 
 CAL = calibration.load()
 

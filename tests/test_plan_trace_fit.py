@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from verlsweep.plan.predictor import calibration
 from verlsweep.plan.fit import trace_fit
+from verlsweep.plan.predictor import calibration
 
 CAL = calibration.load()
 

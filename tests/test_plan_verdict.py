@@ -13,8 +13,15 @@ from verlsweep.plan.fit import calibration_file
 from verlsweep.plan.predictor import calibration
 from verlsweep.plan.predictor.memory import MEANING, ORDER
 from verlsweep.plan.predictor.ray_demand import CpuCheck, Demand, Supply, Term
-from verlsweep.plan.predictor.verdict import (STATUSES, Preflight, Verdict, blocks_launch, load_calibration, predict,
-                                              predict_cfg)
+from verlsweep.plan.predictor.verdict import (
+    STATUSES,
+    Preflight,
+    Verdict,
+    blocks_launch,
+    load_calibration,
+    predict,
+    predict_cfg,
+)
 
 CAL = calibration.load()
 ROLLOUT = "verl.actor_rollout_ref.rollout"

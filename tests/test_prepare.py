@@ -13,7 +13,7 @@ from verlsweep.common.result import NullReporter
 from verlsweep.config import Hardware, Limits, Objective
 from verlsweep.plan.predictor import verdict as verdict_mod
 from verlsweep.prepare import PreparedTrial, prepare
-from verlsweep.trial.runners import Clearance, RunOutput, Runner, RunSpec
+from verlsweep.trial.runners import Clearance, Runner, RunOutput, RunSpec
 
 ESTIMATE = ["hardware=a2_64g", "algorithm=remax", "runner=estimate", "validate.verl=false", "tracking.enabled=false"]
 ROLLOUT = "verl.actor_rollout_ref.rollout"

@@ -4,8 +4,8 @@ from __future__ import annotations
 import optuna
 import pytest
 
-from verlsweep.proofs.rules import OFFLOADS, TP, UTIL, Observed, decide
 from verlsweep.proofs.evidence import PHASE_ATTR, observed
+from verlsweep.proofs.rules import OFFLOADS, TP, UTIL, Observed, decide
 from verlsweep.proofs.sampler import BoundarySampler
 
 DISTS = {UTIL: optuna.distributions.FloatDistribution(0.3, 0.95, step=0.05),

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from verlsweep.common.result import CONSTRAINT_OUTCOMES, OUTCOMES
-from verlsweep.trial import classify
 from verlsweep.command.compose import compose_config
+from verlsweep.common.result import CONSTRAINT_OUTCOMES, OUTCOMES
 from verlsweep.config import VerlRunnerConfig, read
+from verlsweep.trial import classify
 from verlsweep.trial.ray_watch import Judge, RayWatch
 
 

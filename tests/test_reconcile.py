@@ -15,13 +15,11 @@ import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
-from verlsweep.common import processes
-from verlsweep.common.names import PROCESSES_FILE, RESULT_FILE
+from verlsweep.common import optuna_private, processes
+from verlsweep.common.names import OBJECTIVES_ATTR, PROCESSES_FILE, RESULT_FILE, TRACKING_ATTR
 from verlsweep.reconcile import check, sessions, trials
 from verlsweep.report import status
 from verlsweep.report.__main__ import main as report_main
-from verlsweep.common.names import OBJECTIVES_ATTR, TRACKING_ATTR
-from verlsweep.common import optuna_private
 from verlsweep.study_link import open_storage
 from verlsweep.trial import orphans
 from verlsweep.trial.supervise import MARK_ENV
@@ -295,8 +293,8 @@ def test_the_process_identity_is_written_where_a_later_sweep_reads_it(tmp_path):
 def test_a_resumed_study_continues_its_one_parent_run_unless_a_new_one_is_asked_for(store):
     from omegaconf import open_dict
 
-    from verlsweep.tracking import sweep_run as _tracking
     from verlsweep.command.compose import compose_config
+    from verlsweep.tracking import sweep_run as _tracking
 
     cfg = compose_config([f"tracking.uri={store}"])
     client = MlflowClient(store)

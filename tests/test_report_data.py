@@ -6,8 +6,15 @@ import optuna
 from optuna.distributions import CategoricalDistribution, FloatDistribution
 from optuna.trial import TrialState, create_trial
 
-from verlsweep.common.names import (FAILURE_PHASE_ATTR, N_TRIALS_ATTR, OBJECTIVES_ATTR, OVER_BUDGET_ATTR,
-                                     PLACEHOLDER_ATTR, REUSED_FROM_ATTR, RULED_OUT_ATTR)
+from verlsweep.common.names import (
+    FAILURE_PHASE_ATTR,
+    N_TRIALS_ATTR,
+    OBJECTIVES_ATTR,
+    OVER_BUDGET_ATTR,
+    PLACEHOLDER_ATTR,
+    REUSED_FROM_ATTR,
+    RULED_OUT_ATTR,
+)
 from verlsweep.report.data import ESTIMATE, load
 
 UTIL = "verl.actor_rollout_ref.rollout.gpu_memory_utilization"

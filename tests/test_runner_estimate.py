@@ -9,8 +9,8 @@ import pytest
 
 from verlsweep.command.compose import compose_config
 from verlsweep.common.errors import ConfigError
-from verlsweep.plan import predict_cfg
 from verlsweep.common.result import NullReporter
+from verlsweep.plan import predict_cfg
 from verlsweep.prepare import prepare
 
 ACTOR = "verl.actor_rollout_ref.actor"

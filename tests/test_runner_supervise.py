@@ -11,8 +11,8 @@ import pytest
 
 from verlsweep.command.compose import build_command, compose_config
 from verlsweep.common import processes
-from verlsweep.common.result import NullReporter
 from verlsweep.common.names import TRIAL_DIR_ENV
+from verlsweep.common.result import NullReporter
 from verlsweep.prepare import prepare
 from verlsweep.trial.runners import get_runner
 from verlsweep.trial.runners.process import actor_env_args, resolve_entrypoint

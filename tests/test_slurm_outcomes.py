@@ -10,11 +10,11 @@ import optuna
 import pytest
 from omegaconf import OmegaConf
 
-from verlsweep.command.resolvers import slurm_minutes
-from verlsweep.reconcile import results as _results
 from verlsweep.command.compose import compose_config
+from verlsweep.command.resolvers import slurm_minutes
 from verlsweep.common import slurm
 from verlsweep.common.result import TrialResult
+from verlsweep.reconcile import results as _results
 
 
 @pytest.mark.parametrize("state,outcome", [("TIMEOUT", "timeout"), ("CANCELLED by 0", "preempted"),

@@ -13,13 +13,15 @@ from omegaconf import OmegaConf
 from optuna.distributions import CategoricalDistribution, FloatDistribution
 from optuna.trial import TrialState
 
-from verlsweep.reconcile import budget, results as _results
-from verlsweep.study import create, outputs as _outputs
-from verlsweep.study.space import SearchSpace, SearchSpaceError
-from verlsweep.common.errors import ConfigError, Problem
-from verlsweep.reconcile import trials as reconcile_trials
-from verlsweep.common.result import NullReporter, TrialResult
 from verlsweep.common import optuna_private
+from verlsweep.common.errors import ConfigError, Problem
+from verlsweep.common.result import NullReporter, TrialResult
+from verlsweep.reconcile import budget
+from verlsweep.reconcile import results as _results
+from verlsweep.reconcile import trials as reconcile_trials
+from verlsweep.study import create
+from verlsweep.study import outputs as _outputs
+from verlsweep.study.space import SearchSpace, SearchSpaceError
 from verlsweep.study_link import PRUNER_ATTR, OptunaReporter, absolute_storage_url, open_storage, reporter_for
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)

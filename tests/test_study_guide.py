@@ -7,10 +7,11 @@ import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf, open_dict
 
-from verlsweep.study import guide as _guide, space as _space
 from verlsweep.command.compose import compose_config
 from verlsweep.plan import load_calibration
 from verlsweep.plan.predictor.calibration import THROUGHPUT_CONSTANTS, Constants
+from verlsweep.study import guide as _guide
+from verlsweep.study import space as _space
 
 UTIL = "verl.actor_rollout_ref.rollout.gpu_memory_utilization"
 TP = "verl.actor_rollout_ref.rollout.tensor_model_parallel_size"

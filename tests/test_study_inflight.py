@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Optional
+from typing import Any
 
 import optuna
 import pytest
 from hydra._internal.core_plugins.basic_launcher import BasicLauncher
+
 from hydra_plugins.hydra_joblib_launcher.joblib_launcher import JoblibLauncher
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import LocalLauncher
-
 from hydra_plugins.verlsweep_launcher.slurm_launcher import VerlSweepSlurmLauncher
 from verlsweep.common.result import TrialResult
 from verlsweep.reconcile import results
@@ -59,7 +59,7 @@ class Fake:
 
 
 def sweep(study: optuna.Study, n_trials: int, told: list, abandoned: list, stop_after: int = 10**6) -> inflight.Sweep:
-    def tell(trial: optuna.Trial, ret: Any, result: Optional[TrialResult]) -> results.Told:
+    def tell(trial: optuna.Trial, ret: Any, result: TrialResult | None) -> results.Told:
         told.append((trial.number, (result or ret).outcome))
         return results.tell(study, trial, None, ["objective"], result=result or ret)
 

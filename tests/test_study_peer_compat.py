@@ -17,12 +17,11 @@ from hydra_plugins.verlsweep_sweeper.config import BoundarySamplerConfig, CmaEsS
 from verlsweep import CONF_DIR
 from verlsweep.command import config_store
 from verlsweep.command.hydra_compose import compose_dir
+from verlsweep.config.study import study_config
 from verlsweep.reconcile.results import Told
 from verlsweep.study import hooks, peer_compat, verl_hooks
 from verlsweep.study import space as _space
-from verlsweep.config.study import study_config
 from verlsweep.study.space import SearchSpaceError
-
 
 APP = hooks.AppHooks(OmegaConf.create({"x": 1}), Path("sweep"))     # any Hydra app's
 

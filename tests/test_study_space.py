@@ -9,11 +9,11 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
+from verlsweep import CONF_DIR
+from verlsweep.command.hydra_compose import compose_dir
 from verlsweep.common.distributions import discrete_values
 from verlsweep.study import space as _space
 from verlsweep.study.space import SearchSpaceError
-from verlsweep import CONF_DIR
-from verlsweep.command.hydra_compose import compose_dir
 
 UTIL = "verl.actor_rollout_ref.rollout.gpu_memory_utilization"
 TP = "verl.actor_rollout_ref.rollout.tensor_model_parallel_size"

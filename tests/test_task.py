@@ -3,8 +3,8 @@ the straight-line paths: refused before launch, config error, completed (runner=
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 from hydra.core.hydra_config import HydraConfig

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-
 import os
 import socket
 import time
@@ -10,14 +9,14 @@ import time
 import pytest
 from mlflow.tracking import MlflowClient
 
+from verlsweep.command.compose import compose_config
+from verlsweep.common.result import OUTCOMES, TrialResult
 from verlsweep.tracking import mlflow_runs as tracking
 from verlsweep.tracking import store as tracking_store
 from verlsweep.tracking import sweep_run
-from verlsweep.command.compose import compose_config
-from verlsweep.trial.metrics import StepLog
-from verlsweep.common.result import OUTCOMES, TrialResult
 from verlsweep.tracking.mlflow_runs import TrialRun
 from verlsweep.tracking.store import TrackingUnavailable
+from verlsweep.trial.metrics import StepLog
 
 
 def cfg_for(uri: str, *overrides: str):

@@ -15,8 +15,8 @@ from verlsweep.plan.predictor.calibration import load
 from verlsweep.plan.predictor.inputs import from_cfg
 from verlsweep.plan.predictor.lengths import worst_lengths
 from verlsweep.plan.predictor.trainer_memory import micro_tokens, trainer_phases
-from verlsweep.plan.trace.trainer_trace import PassSpec, TraceError, trace_pass, trace_states
 from verlsweep.plan.predictor.verdict import predict
+from verlsweep.plan.trace.trainer_trace import PassSpec, TraceError, trace_pass, trace_states
 
 H, L, HEADS, KV, HD, INTER, VOCAB = 64, 2, 4, 2, 16, 128, 512
 TINY = {"model_type": "qwen3", "hidden_size": H, "num_hidden_layers": L, "num_attention_heads": HEADS,

@@ -15,8 +15,9 @@ runners, the trial's tracking and the device monitor get typed pieces.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from omegaconf import DictConfig
 
@@ -41,7 +42,7 @@ class Monitoring:
     interval: float
 
     @classmethod
-    def of(cls, monitor: MonitorConfig, hardware: Hardware) -> "Monitoring":
+    def of(cls, monitor: MonitorConfig, hardware: Hardware) -> Monitoring:
         return cls(enabled=monitor.enabled, device=hardware.device,
                    visible_devices_env=hardware.visible_devices_env or None,
                    busy_gb=(hardware.idle_reserved_gb or 0.0) + monitor.busy_margin_gb, interval=monitor.interval)
@@ -96,7 +97,7 @@ def prepare(cfg: DictConfig, *, dry: bool = False, overrides: list[str] | None =
         trial_number=task.trial.number, options=task.runner, verl=task.verl,
         knobs=tuple(knobs_mod.knobs(cfg, jobs, prefixes=("verl.",))), log_tail_lines=task.tracking.log_tail_lines,
     )
-    from verlsweep.tracking.store import tracking_uri     # mlflow is imported only when prepared
+    from verlsweep.tracking.store import tracking_uri  # mlflow is imported only when prepared
 
     return PreparedTrial(
         config=task, command=command, runner=runner, spec=spec, monitoring=Monitoring.of(task.monitor, task.hardware),

@@ -49,14 +49,13 @@ def absolute_storage_url(url: str, base: Path) -> str:
 
 
 def open_storage(url: str, *, heartbeat_interval: int | None = None, grace_period: int | None = None,
-                 stale_trial_callback: Any = None) -> "optuna.storages.RDBStorage":
+                 stale_trial_callback: Any = None) -> optuna.storages.RDBStorage:
     """The RDB storage behind `url` (sqlite by default; MySQL/PostgreSQL URLs work the same way).
 
     Only the sweeper passes a heartbeat: it records one for each trial it has in flight, so a sweep
     that dies leaves trials Optuna can recognise as stale (optuna/storages/_heartbeat.py).
     """
     import optuna
-
     from sqlalchemy.exc import SQLAlchemyError
 
     engine_kwargs: dict[str, Any] = {}
@@ -84,13 +83,13 @@ def open_storage(url: str, *, heartbeat_interval: int | None = None, grace_perio
 
 
 @functools.lru_cache(maxsize=4)
-def _trial_storage(url: str) -> "optuna.storages.RDBStorage":
+def _trial_storage(url: str) -> optuna.storages.RDBStorage:
     """One storage (engine, connection pool) per URL and process: with Hydra's basic launcher every
     trial of a sweep runs in the sweep's process."""
     return open_storage(url)
 
 
-def pruner_from_spec(spec: dict[str, Any] | None) -> "optuna.pruners.BasePruner":
+def pruner_from_spec(spec: dict[str, Any] | None) -> optuna.pruners.BasePruner:
     """Build a pruner from `{"_target_": "optuna.pruners.X", **kwargs}` (only optuna's own pruners)."""
     import optuna
 
@@ -120,7 +119,7 @@ class OptunaReporter:
         self._trial: optuna.Trial | None = None
         self._disabled = False
 
-    def _load(self) -> "optuna.Trial":
+    def _load(self) -> optuna.Trial:
         import optuna
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)

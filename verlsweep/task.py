@@ -10,8 +10,9 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Collection, Mapping
 from pathlib import Path
-from typing import Any, Collection, Mapping
+from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
@@ -20,21 +21,31 @@ from omegaconf import DictConfig
 from verlsweep import study_link
 from verlsweep.command import knobs
 from verlsweep.command.compose import Command
-from verlsweep.common import crashpoint
-from verlsweep.common.names import (COMMAND_JSON, COMMAND_SH, EDGE_PROBE, EDGE_PROBE_METRIC, EDGE_PROBE_TAG,
-                                    EXCERPT_FILE, FILE_LOGGER_ENV, JOB_DIR_ATTR, METRICS_FILE, RESULT_FILE,
-                                    RUN_ID_ATTR, TRIAL_DIR_ENV)
+from verlsweep.common import crashpoint, slurm
 from verlsweep.common.errors import ConfigError, MissingPath, Problem
 from verlsweep.common.files import write_atomic
+from verlsweep.common.names import (
+    COMMAND_JSON,
+    COMMAND_SH,
+    EDGE_PROBE,
+    EDGE_PROBE_METRIC,
+    EDGE_PROBE_TAG,
+    EXCERPT_FILE,
+    FILE_LOGGER_ENV,
+    JOB_DIR_ATTR,
+    METRICS_FILE,
+    RESULT_FILE,
+    RUN_ID_ATTR,
+    TRIAL_DIR_ENV,
+)
 from verlsweep.common.result import TrialResult
-from verlsweep.common import slurm
 from verlsweep.config import TaskConfig, read
 from verlsweep.prepare import PreparedTrial, prepare
-from verlsweep.trial.runners import Clearance, RunDetails
-from verlsweep.tracking.system_metrics import DevicePeak, TrialMonitor
-from verlsweep.trial import devices
 from verlsweep.tracking.mlflow_runs import TrialRun, redact_env
 from verlsweep.tracking.store import TrackingUnavailable
+from verlsweep.tracking.system_metrics import DevicePeak, TrialMonitor
+from verlsweep.trial import devices
+from verlsweep.trial.runners import Clearance, RunDetails
 
 log = logging.getLogger("verlsweep")
 

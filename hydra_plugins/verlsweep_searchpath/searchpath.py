@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Optional
 
 from hydra.core.config_search_path import ConfigSearchPath
 from hydra.plugins.search_path_plugin import SearchPathPlugin
@@ -21,7 +20,7 @@ from verlsweep.common.names import CONFIG_PATH_ENV
 PROVIDER = "verlsweep"
 
 
-def _primary_dir(search_path: ConfigSearchPath) -> Optional[Path]:
+def _primary_dir(search_path: ConfigSearchPath) -> Path | None:
     """The app's own config dir (provider `main`) when it is a folder on disk."""
     for element in search_path.get_path():
         if element.provider == "main" and element.path is not None:

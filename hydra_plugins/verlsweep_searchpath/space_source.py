@@ -7,7 +7,7 @@ own FileConfigSource (hydra/_internal/core_plugins/file_config_source.py) for re
 """
 from __future__ import annotations
 
-from typing import List, Optional
+import builtins
 
 from hydra._internal.core_plugins.file_config_source import FileConfigSource
 from hydra.core.object_type import ObjectType
@@ -28,7 +28,7 @@ class SpaceConfigSource(ConfigSource):
         return "verlsweep-space"
 
     @staticmethod
-    def _inside(config_path: str) -> Optional[str]:
+    def _inside(config_path: str) -> str | None:
         """The path inside the folder for a path under the group (`space/smoke` -> `smoke`); None outside it."""
         if config_path == GROUP:
             return ""
@@ -55,7 +55,7 @@ class SpaceConfigSource(ConfigSource):
         inside = self._inside(config_path)
         return bool(inside) and self._files.is_config(inside)
 
-    def list(self, config_path: str, results_filter: Optional[ObjectType]) -> List[str]:
+    def list(self, config_path: str, results_filter: ObjectType | None) -> builtins.list[str]:
         if config_path == "":
             return [GROUP] if results_filter in (None, ObjectType.GROUP) else []
         inside = self._inside(config_path)

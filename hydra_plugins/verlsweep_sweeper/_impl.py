@@ -13,9 +13,10 @@ import copy
 import sys
 import time
 import traceback
+from collections.abc import Mapping, Sequence
 from dataclasses import fields
 from pathlib import Path
-from typing import Any, List, Mapping, NoReturn, Sequence
+from typing import Any, NoReturn
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.plugins import Plugins
@@ -29,7 +30,8 @@ from verlsweep.command.suggest import did_you_mean
 from verlsweep.common import moved_keys
 from verlsweep.common.errors import ConfigError, Problem, full_traceback_wanted
 from verlsweep.config.node import convert
-from verlsweep.study import create, inflight, peer_compat, space as _space
+from verlsweep.study import create, inflight, peer_compat
+from verlsweep.study import space as _space
 from verlsweep.study.hooks import AppHooks, TaskHooks, is_own_task
 from verlsweep.study.loop import Loop, Search, SweepStopped
 from verlsweep.study.space import SearchSpaceError
@@ -106,13 +108,13 @@ class VerlSweepImpl(Sweeper):
             hydra_context=hydra_context, task_function=task_function, config=config)
         self.sweep_dir = Path(str(config.hydra.sweep.dir))
 
-    def sweep(self, arguments: List[str]) -> None:
+    def sweep(self, arguments: list[str]) -> None:
         try:
             self._sweep(arguments)
         except (SearchSpaceError, ConfigError, SweepStopped) as exc:
             _refuse(exc)
 
-    def _sweep(self, arguments: List[str]) -> None:
+    def _sweep(self, arguments: list[str]) -> None:
         assert self.config is not None and self.hydra_context is not None and self.launcher is not None
         started = time.monotonic()
         # the app is chosen here, once: the loop never asks which it runs
@@ -133,7 +135,7 @@ class VerlSweepImpl(Sweeper):
 
     # --- composing Hydra overrides ----------------------------------------------------------------------
 
-    def _search(self, arguments: List[str], hooks: TaskHooks) -> Search:
+    def _search(self, arguments: list[str], hooks: TaskHooks) -> Search:
         """Everything that can be wrong with the sweep, found before a study or trial exists."""
         assert self.config is not None and self.hydra_context is not None
         s = self.settings

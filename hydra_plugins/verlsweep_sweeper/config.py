@@ -13,7 +13,7 @@ Nothing here imports optuna: Hydra imports every plugin module on every run, swe
 # No `from __future__ import annotations`: Hydra executes plugin modules before they are in
 # sys.modules, where dataclasses cannot resolve string annotations.
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
@@ -30,7 +30,7 @@ class TPESamplerConfig:
     so trials told infeasible (OOM) form their own group and steer proposals away from them."""
 
     _target_: str = "optuna.samplers.TPESampler"
-    seed: Optional[int] = None
+    seed: int | None = None
     # verl trials are minutes each: 5 random trials, not Optuna's 10, before TPE takes over
     # (benchmarks/search_efficiency.py)
     n_startup_trials: int = 5
@@ -39,11 +39,11 @@ class TPESamplerConfig:
     group: bool = False
     constant_liar: bool = True   # parallel trials and sweep processes avoid each other's running ones
     # hydra-optuna-sweeper's keys; null: Optuna's own default (optuna/samplers/_tpe/sampler.py)
-    consider_prior: Optional[bool] = None
-    prior_weight: Optional[float] = None
-    consider_magic_clip: Optional[bool] = None
-    consider_endpoints: Optional[bool] = None
-    warn_independent_sampling: Optional[bool] = None
+    consider_prior: bool | None = None
+    prior_weight: float | None = None
+    consider_magic_clip: bool | None = None
+    consider_endpoints: bool | None = None
+    warn_independent_sampling: bool | None = None
 
 
 @dataclass
@@ -51,7 +51,7 @@ class GPSamplerConfig:
     """Gaussian-process BO; models each constraint with its own GP (optuna/samplers/_gp/sampler.py)."""
 
     _target_: str = "optuna.samplers.GPSampler"
-    seed: Optional[int] = None
+    seed: int | None = None
     n_startup_trials: int = 5
     deterministic_objective: bool = False
 
@@ -59,7 +59,7 @@ class GPSamplerConfig:
 @dataclass
 class RandomSamplerConfig:
     _target_: str = "optuna.samplers.RandomSampler"
-    seed: Optional[int] = None
+    seed: int | None = None
 
 
 @dataclass
@@ -67,7 +67,7 @@ class GridSamplerConfig:
     """Every combination once; the grid is built from the search space (discrete params only)."""
 
     _target_: str = "optuna.samplers.GridSampler"
-    seed: Optional[int] = None
+    seed: int | None = None
 
 
 @dataclass
@@ -75,11 +75,11 @@ class NSGAIISamplerConfig:
     """Genetic multi-objective sampler; constraint-aware through the trials' constraints."""
 
     _target_: str = "optuna.samplers.NSGAIISampler"
-    seed: Optional[int] = None
+    seed: int | None = None
     # null: the app's hooks choose: 50 for any app, as Optuna and hydra-optuna-sweeper have it; 10 for
     # verlsweep's own task, where Optuna's 50 would make a 30-trial verl sweep pure random (verlsweep.study.hooks)
-    population_size: Optional[int] = None
-    mutation_prob: Optional[float] = None
+    population_size: int | None = None
+    mutation_prob: float | None = None
     crossover_prob: float = 0.9
     swapping_prob: float = 0.5
 
@@ -89,14 +89,14 @@ class CmaEsSamplerConfig:
     """CMA-ES (needs the `cmaes` package: the `cmaes` extra); keys as hydra-optuna-sweeper's group."""
 
     _target_: str = "optuna.samplers.CmaEsSampler"
-    seed: Optional[int] = None
-    x0: Optional[Dict[str, Any]] = None
-    sigma0: Optional[float] = None
+    seed: int | None = None
+    x0: dict[str, Any] | None = None
+    sigma0: float | None = None
     n_startup_trials: int = 1
     warn_independent_sampling: bool = True
     consider_pruned_trials: bool = False
-    restart_strategy: Optional[str] = None
-    popsize: Optional[int] = None
+    restart_strategy: str | None = None
+    popsize: int | None = None
     inc_popsize: int = -1
     use_separable_cma: bool = False
     with_margin: bool = False
@@ -109,15 +109,15 @@ class MOTPESamplerConfig:
     TPESampler's own, so the group is TPESampler with the old sampler's defaults."""
 
     _target_: str = "optuna.samplers.TPESampler"
-    seed: Optional[int] = None
+    seed: int | None = None
     n_startup_trials: int = 10
     n_ei_candidates: int = 24
     multivariate: bool = False
     # the old sampler's prior keys, as TPESamplerConfig's (null: Optuna's default)
-    consider_prior: Optional[bool] = None
-    prior_weight: Optional[float] = None
-    consider_magic_clip: Optional[bool] = None
-    consider_endpoints: Optional[bool] = None
+    consider_prior: bool | None = None
+    prior_weight: float | None = None
+    consider_magic_clip: bool | None = None
+    consider_endpoints: bool | None = None
 
 
 @dataclass
@@ -127,7 +127,7 @@ class BoundarySamplerConfig:
     rollout-memory knobs, and other spaces, go to the inner TPE (benchmarks/search_efficiency.py)."""
 
     _target_: str = "verlsweep.proofs.sampler.BoundarySampler"
-    seed: Optional[int] = None
+    seed: int | None = None
     # combinations measured within this fraction of the best get their band above the highest fit bisected
     margin: float = 0.1
     inner: TPESamplerConfig = field(default_factory=TPESamplerConfig)
@@ -138,7 +138,7 @@ class QMCSamplerConfig:
     """Quasi-Monte-Carlo (low-discrepancy) coverage of the space, no model."""
 
     _target_: str = "optuna.samplers.QMCSampler"
-    seed: Optional[int] = None
+    seed: int | None = None
     qmc_type: str = "sobol"
     scramble: bool = True         # without scrambling the seed would change nothing
 
@@ -191,7 +191,7 @@ class VerlSweepSweeperConf:
     _target_: str = "hydra_plugins.verlsweep_sweeper.verlsweep_sweeper.VerlSweepSweeper"
     # the sweeper builds sampler and pruner itself (the grid sampler needs the search space)
     _recursive_: bool = False
-    defaults: List[Any] = field(default_factory=lambda: [{"sampler": "boundary"}, {"pruner": "median"}])
+    defaults: list[Any] = field(default_factory=lambda: [{"sampler": "boundary"}, {"pruner": "median"}])
 
     sampler: Any = MISSING
     pruner: Any = MISSING
@@ -201,34 +201,34 @@ class VerlSweepSweeperConf:
     # Optuna RDB URL; a relative sqlite path is taken from the directory the sweep starts in.
     # null = in memory (a fresh study each run; no resume, no pruning across processes), as in
     # hydra-optuna-sweeper; conf/hydra/sweeper/verl_trials.yaml sets sqlite:///verlsweep-optuna.db
-    storage: Optional[str] = None
+    storage: str | None = None
     # null: <space>.<hardware>.<model>.<algorithm>.<hash> for verlsweep's task, <job name>.<hash> for another app
-    study_name: Optional[str] = None
+    study_name: str | None = None
     n_trials: int = 20            # the study's total: re-running the same command resumes it
     n_jobs: int = 1               # trials in flight at once (a batch of them with schedule=batch)
     # async: a trial's end starts the next at once (verlsweep/study/inflight.py); batch: the next n_jobs
     # start when the whole batch has ended; auto: async when n_jobs > 1 and the launcher runs jobs in
     # their own processes (joblib, submitit_local, submitit_slurm, slurm), else batch
     schedule: str = "auto"
-    timeout: Optional[float] = None   # seconds; no new trial starts after it
+    timeout: float | None = None   # seconds; no new trial starts after it
     max_consecutive_failures: int = 5
     # hydra-optuna-sweeper's (verlsweep/study/peer_compat.py). A batch with a larger share of failed trials
     # stops the sweep (then max_consecutive_failures is not used); null: not used
-    max_failure_rate: Optional[float] = None
+    max_failure_rate: float | None = None
     # dotted path to fn(cfg, trial) that suggests more params after the space's (trial.suggest_*)
-    custom_search_space: Optional[str] = None
-    params: Optional[Dict[str, Any]] = None
+    custom_search_space: str | None = None
+    params: dict[str, Any] | None = None
     # deprecated there and here: {name: {type, low, high, step, log, choices}}; write `params` instead
-    search_space: Optional[Dict[str, Any]] = None
+    search_space: dict[str, Any] | None = None
     # known-good configs run first: a list of {param: value}
-    enqueue: List[Dict[str, Any]] = field(default_factory=list)
+    enqueue: list[dict[str, Any]] = field(default_factory=list)
     # false: a proposal equal to a trial this study has measured is told that result again and
     # launches nothing (user attr `reused_from`); true: measure it again
     remeasure: bool = False
     # seconds between heartbeats of in-flight trials; a trial without one for `grace_period`
     # (default 3x) belongs to a dead sweep: it is failed and its params re-enqueued once
     heartbeat_interval: int = 30
-    grace_period: Optional[int] = None
+    grace_period: int | None = None
 
 
 def register() -> None:

@@ -3,7 +3,7 @@
 Kept thin: Hydra imports this module on every run while scanning plugins, so the implementation (and
 optuna) is imported only when the sweeper is actually used (hydra-optuna-sweeper does the same).
 """
-from typing import Any, List
+from typing import Any
 
 from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
@@ -21,5 +21,5 @@ class VerlSweepSweeper(Sweeper):
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
         self._impl.setup(hydra_context=hydra_context, task_function=task_function, config=config)
 
-    def sweep(self, arguments: List[str]) -> Any:
+    def sweep(self, arguments: list[str]) -> Any:
         return self._impl.sweep(arguments)

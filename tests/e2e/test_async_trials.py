@@ -14,8 +14,8 @@ import pytest
 
 import tests.e2e.test_reconcile_after_kill as kill
 from tests.e2e.test_study_loop_sweeps import events, rows, run, study_trials
-from verlsweep.common.names import RESULT_FILE
 from tests.support.trial_helpers import REPO, TEST_MARK, copy_store, new_mark, run_sweep, survivors
+from verlsweep.common.names import RESULT_FILE
 
 pytestmark = pytest.mark.slow
 JOBLIB = ["hydra/launcher=joblib", "hydra.launcher.n_jobs=3", "hydra.sweeper.n_jobs=3"]

@@ -8,8 +8,8 @@ import re
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.test_report import cells
 from tests.support.trial_helpers import new_mark, run_sweep
+from tests.test_report import cells
 
 pytestmark = pytest.mark.slow
 

@@ -9,9 +9,9 @@ import optuna
 import pytest
 import yaml
 
-from verlsweep.report import load
 from tests.support.trial_helpers import new_mark, run_sweep
 from tests.test_report import UTIL, cells
+from verlsweep.report import load
 
 ESTIMATE_TP = "verl.actor_rollout_ref.rollout.tensor_model_parallel_size"
 

@@ -14,10 +14,19 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.support.trial_helpers import (BASIC, child_runs, copy_store, mode_sweep, new_mark, run_sweep, standin_entrypoint,
-                                 survivors, tiny_overrides)
-from verlsweep.tracking import sweep_run
+from tests.support.trial_helpers import (
+    BASIC,
+    child_runs,
+    copy_store,
+    mode_sweep,
+    new_mark,
+    run_sweep,
+    standin_entrypoint,
+    survivors,
+    tiny_overrides,
+)
 from verlsweep.command.compose import compose_config
+from verlsweep.tracking import sweep_run
 
 pytestmark = pytest.mark.slow
 

@@ -13,8 +13,16 @@ import optuna
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.support.trial_helpers import (REPO, TEST_MARK, copy_store, new_mark, run_sweep, standin_entrypoint, survivors,
-                                 tiny_overrides)
+from tests.support.trial_helpers import (
+    REPO,
+    TEST_MARK,
+    copy_store,
+    new_mark,
+    run_sweep,
+    standin_entrypoint,
+    survivors,
+    tiny_overrides,
+)
 
 pytestmark = pytest.mark.slow
 

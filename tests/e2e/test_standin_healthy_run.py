@@ -11,8 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.standin_runs import (FAST, PREFIX_V0, REQUIRED_METRICS, STANDIN, clean_env, console_metrics,
-                                        run_standin, steps_of)
+from tests.support.standin_runs import (
+    FAST,
+    PREFIX_V0,
+    REQUIRED_METRICS,
+    STANDIN,
+    clean_env,
+    console_metrics,
+    run_standin,
+    steps_of,
+)
 
 
 def test_a_healthy_run_prints_verls_step_lines_and_writes_the_same_steps_to_its_jsonl(tmp_path: Path) -> None:

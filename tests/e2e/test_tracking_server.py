@@ -7,8 +7,8 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from tests.support.trial_helpers import new_mark, run_sweep, standin_entrypoint, survivors, tiny_overrides
-from verlsweep.tracking import sweep_run
 from verlsweep.command.compose import compose_config
+from verlsweep.tracking import sweep_run
 
 pytestmark = pytest.mark.slow
 

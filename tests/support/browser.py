@@ -37,7 +37,7 @@ class Browser:
         self._buf = b""
         self.session: str | None = None
 
-    def __enter__(self) -> "Browser":
+    def __enter__(self) -> Browser:
         self._profile = tempfile.mkdtemp(prefix="verlsweep-chromium-")
         to_browser_r, self._to_browser = os.pipe()
         self._from_browser, from_browser_w = os.pipe()

@@ -14,17 +14,17 @@ from __future__ import annotations
 
 import copy
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import yaml
 from hydra import compose, initialize_config_dir
+from hydra._internal.callbacks import Callbacks
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.plugins import Plugins
 from hydra.core.utils import JobReturn, JobStatus
 from hydra.types import HydraContext
-from hydra._internal.callbacks import Callbacks
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from tests.support import sweeper_app

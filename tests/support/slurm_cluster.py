@@ -92,7 +92,7 @@ class SlurmCluster:
 
     # ---- start
 
-    def start(self) -> "SlurmCluster":
+    def start(self) -> SlurmCluster:
         (self.root / "log").mkdir(parents=True, exist_ok=True)
         for sub in ("state", "spool"):
             (self.root / sub).mkdir(exist_ok=True)

@@ -9,16 +9,15 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from verlsweep.command.hydra_compose import compose_dir
 from verlsweep.command.launch_script import export_lines
+from verlsweep.command.overrides import format_value, ordered
 from verlsweep.command.paths import check_paths
 from verlsweep.command.rules import check_rules
 from verlsweep.command.verl_check import check_with_verl
-from verlsweep.command.hydra_compose import compose_dir
 from verlsweep.common.errors import ConfigError
 from verlsweep.common.names import COMMAND_JSON
-from verlsweep.command.overrides import format_value, ordered
 from verlsweep.config import check_resolves, flatten
-
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra

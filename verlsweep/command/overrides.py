@@ -7,7 +7,8 @@ hydra/grammar/OverrideParser.g4) so that what verl parses equals what we compose
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from verlsweep.config.task_config import flatten  # noqa: F401 - its old home: importers of the sweep keep it
 

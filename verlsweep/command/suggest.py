@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import difflib
-from typing import Iterable
+from collections.abc import Iterable
 
 
 def close_matches(word: str, candidates: Iterable[str], n: int = 3) -> list[str]:

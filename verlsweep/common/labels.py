@@ -8,7 +8,8 @@ A float knob is printed at its search step's precision (0.9 with step 0.05 -> 0.
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 # verl keys (suffixes) -> short names; the rest keep their shortest unambiguous suffix
 ABBREVIATIONS = {

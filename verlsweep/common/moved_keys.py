@@ -8,7 +8,8 @@ file a user composes).
 """
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from verlsweep.common.errors import Problem
 

@@ -11,14 +11,15 @@ optuna only inside its functions: `common` is imported by every trial process.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import optuna
     from optuna.trial import FrozenTrial
 
 
-def storage(study: "optuna.Study") -> Any:
+def storage(study: optuna.Study) -> Any:
     """The storage object the study writes through.
 
     Private: optuna.Study has no public accessor for it (optuna/study/study.py keeps `self._storage`).
@@ -28,14 +29,14 @@ def storage(study: "optuna.Study") -> Any:
     return study._storage
 
 
-def study_id(study: "optuna.Study") -> int:
+def study_id(study: optuna.Study) -> int:
     """The study's id in its storage, for the storage's per-study calls (sessions in study system attrs).
 
     Public: BaseStorage.get_study_id_from_name (Study._study_id holds the same id, privately)."""
     return storage(study).get_study_id_from_name(study.study_name)
 
 
-def trial_id(trial: "optuna.Trial | FrozenTrial") -> int:
+def trial_id(trial: optuna.Trial | FrozenTrial) -> int:
     """The storage's id of a trial (Trial or FrozenTrial), for the storage's per-trial calls.
 
     Private: `_trial_id` (optuna/trial/_trial.py, _frozen.py). The public route,
@@ -44,7 +45,7 @@ def trial_id(trial: "optuna.Trial | FrozenTrial") -> int:
     return trial._trial_id
 
 
-def trial_of(study: "optuna.Study", frozen: "FrozenTrial") -> "optuna.Trial":
+def trial_of(study: optuna.Study, frozen: FrozenTrial) -> optuna.Trial:
     """A live handle on a stored trial, to tell it (a dead sweep's trial, told as the sweep tells one).
     optuna.Trial(study, trial_id) is public; only the id is not (trial_id)."""
     import optuna
@@ -70,7 +71,7 @@ def heartbeat_enabled(raw_storage: Any) -> bool:
     return interval is not None and interval() is not None
 
 
-def should_skip_enqueue(study: "optuna.Study", params: Mapping[str, Any]) -> bool:
+def should_skip_enqueue(study: optuna.Study, params: Mapping[str, Any]) -> bool:
     """Whether `params` is a config the study already asked, queued or measured (Optuna's own test).
 
     Private: Study._should_skip_enqueue (optuna/study/study.py). The public
@@ -79,7 +80,7 @@ def should_skip_enqueue(study: "optuna.Study", params: Mapping[str, Any]) -> boo
     return study._should_skip_enqueue(dict(params))
 
 
-def set_trial_system_attr(trial: "optuna.Trial", key: str, value: Any) -> None:
+def set_trial_system_attr(trial: optuna.Trial, key: str, value: Any) -> None:
     """Write a trial's system attr (verlsweep.reconcile.results: its constraint in the list form).
 
     Private: Trial.set_system_attr was removed from Optuna's public API (deprecated in 3.1); the storage

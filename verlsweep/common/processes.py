@@ -14,7 +14,7 @@ time psutil read when the object was made, and `same_start` compares a start tim
 from __future__ import annotations
 
 import os
-from typing import Container, Iterator
+from collections.abc import Container, Iterator
 
 import psutil
 

@@ -2,7 +2,7 @@
 trial outcomes rather than failures of the trial itself."""
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 # MLflow tags of a trial that ran as a Slurm job
 JOB_ID_TAG = "slurm.job_id"

@@ -7,7 +7,7 @@ them as timing_s/<phase> (verl/trainer/ppo/metric_utils.py compute_timing_metric
 """
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 # the phases a colocated step spends real time in, in step order; the rest (reward, adv, ...) is "other"
 PHASES = ("gen", "old_log_prob", "ref", "values", "update_critic", "update_actor", "update_weights")

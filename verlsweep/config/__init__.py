@@ -12,12 +12,26 @@ May import: verlsweep.common. Every later stage may import it.
 from verlsweep.config.hardware import Hardware
 from verlsweep.config.model import ModelConfig
 from verlsweep.config.node import ConfigNode, convert, from_plain
-from verlsweep.config.task_config import TaskConfig, check_resolves, flatten, plain, read
-from verlsweep.config.runner import (RUNNERS, EstimateRunnerConfig, Limits, RunnerConfig, ScriptRunnerConfig,
-                                     VerlRunnerConfig)
+from verlsweep.config.runner import (
+                                     RUNNERS,
+                                     EstimateRunnerConfig,
+                                     Limits,
+                                     RunnerConfig,
+                                     ScriptRunnerConfig,
+                                     VerlRunnerConfig,
+)
+from verlsweep.config.settings import (
+                                     AlgorithmConfig,
+                                     MonitorConfig,
+                                     Objective,
+                                     PathsConfig,
+                                     PlanConfig,
+                                     TrackingConfig,
+                                     TrialConfig,
+                                     ValidateConfig,
+)
 from verlsweep.config.study import GuideConfig, LongRunConfig, StudyConfig, study_config
-from verlsweep.config.settings import (AlgorithmConfig, MonitorConfig, Objective, PathsConfig, PlanConfig,
-                                       TrackingConfig, TrialConfig, ValidateConfig)
+from verlsweep.config.task_config import TaskConfig, check_resolves, flatten, plain, read
 
 __all__ = ["RUNNERS", "AlgorithmConfig", "ConfigNode", "EstimateRunnerConfig", "GuideConfig", "Hardware", "LongRunConfig", "Limits", "ModelConfig",
            "MonitorConfig", "Objective", "PathsConfig", "PlanConfig", "RunnerConfig", "ScriptRunnerConfig",

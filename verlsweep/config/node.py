@@ -19,9 +19,10 @@ from __future__ import annotations
 import re
 import types
 import typing
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import MISSING, fields, is_dataclass, replace
 from functools import cache
-from typing import Any, Callable, Iterator, Mapping, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from omegaconf import OmegaConf
 from omegaconf.errors import ConfigKeyError, ValidationError

@@ -2,8 +2,9 @@
 the sweeper's verl hooks read it (verlsweep.study.verl_hooks), once, through `study_config`."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from verlsweep.common.errors import ConfigError, Problem
 from verlsweep.config.node import ConfigNode, convert

@@ -9,8 +9,9 @@ composed config itself.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError
@@ -20,8 +21,16 @@ from verlsweep.config.hardware import Hardware
 from verlsweep.config.model import ModelConfig
 from verlsweep.config.node import ConfigNode, convert
 from verlsweep.config.runner import RUNNERS, RunnerConfig
-from verlsweep.config.settings import (AlgorithmConfig, MonitorConfig, Objective, PathsConfig, PlanConfig,
-                                       TrackingConfig, TrialConfig, ValidateConfig)
+from verlsweep.config.settings import (
+    AlgorithmConfig,
+    MonitorConfig,
+    Objective,
+    PathsConfig,
+    PlanConfig,
+    TrackingConfig,
+    TrialConfig,
+    ValidateConfig,
+)
 
 # The nodes read, by key.
 NODES: dict[str, type[ConfigNode]] = {

@@ -16,9 +16,18 @@ Subpackages, one per mechanism; each imports only the ones before it (tests/test
 May import: verlsweep.common, verlsweep.config (the typed nodes), verlsweep.command (to compose a config).
 Never the trial process, tracking or the sweeper.
 """
-from verlsweep.plan.predictor import (NotPlannable, PlanInputs, Preflight, Verdict, blocks_launch, from_cfg,
-                                      load_calibration, predict, predict_cfg, preflight)
-
+from verlsweep.plan.predictor import (
+                                      NotPlannable,
+                                      PlanInputs,
+                                      Preflight,
+                                      Verdict,
+                                      blocks_launch,
+                                      from_cfg,
+                                      load_calibration,
+                                      predict,
+                                      predict_cfg,
+                                      preflight,
+)
 
 __all__ = ["NotPlannable", "PlanInputs", "Preflight", "Verdict", "blocks_launch", "from_cfg", "load_calibration",
            "predict", "predict_cfg", "preflight"]

@@ -7,7 +7,8 @@ pruned trial ran steps, so it fit; a trial ruled out by a proof carries no evide
 """
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from optuna.trial import FrozenTrial, TrialState
 

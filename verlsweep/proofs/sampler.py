@@ -12,7 +12,8 @@ samplers (optuna/samplers/_base.py BaseSampler: relative space + independent fal
 from __future__ import annotations
 
 import itertools
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import optuna
 from optuna.distributions import BaseDistribution

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 import optuna
 from optuna.storages import RetryHeartbeatStaleTrialCallback

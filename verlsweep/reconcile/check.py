@@ -18,17 +18,25 @@ from __future__ import annotations
 
 import csv
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from verlsweep.reconcile import sessions, trials as stale_trials
 from verlsweep.common import optuna_private
 from verlsweep.common.labels import not_launched, trial_label
-from verlsweep.common.names import OVER_BUDGET_ATTR, OVERRIDES_ATTR, REUSED_FROM_ATTR, RULED_OUT_ATTR, RULED_OUT_RULE_ATTR
+from verlsweep.common.names import (
+    OVER_BUDGET_ATTR,
+    OVERRIDES_ATTR,
+    REUSED_FROM_ATTR,
+    RULED_OUT_ATTR,
+    RULED_OUT_RULE_ATTR,
+)
+from verlsweep.reconcile import sessions
+from verlsweep.reconcile import trials as stale_trials
 from verlsweep.tracking import study_runs
 from verlsweep.tracking.mlflow_runs import status_for
 from verlsweep.tracking.sweep_run import Tracking

@@ -33,10 +33,10 @@ from hydra.core.utils import JobReturn, JobStatus
 from optuna.trial import TrialState
 
 from verlsweep.common import optuna_private
-from verlsweep.reconcile import budget
 from verlsweep.common.errors import ConfigError
 from verlsweep.common.names import FAILURE_PHASE_ATTR, JOB_DIR_ATTR, PLACEHOLDER_ATTR, PREDICTED_ATTR
 from verlsweep.common.result import CONSTRAINT_OUTCOMES, TrialResult
+from verlsweep.reconcile import budget
 
 # > 0: the trial did not fit (oom), was predicted not to (infeasible: HBM or Ray CPUs) or its Ray could
 # not place it (unschedulable). One key for all: the name stays as stored in existing studies.

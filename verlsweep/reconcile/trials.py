@@ -16,9 +16,10 @@ from __future__ import annotations
 import json
 import logging
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState

@@ -9,8 +9,16 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from verlsweep.common.labels import knob_tokens, not_launched, short_name, show, step_of
-from verlsweep.common.names import (N_TRIALS_ATTR, OBJECTIVES_ATTR, OVER_BUDGET_ATTR, PLACEHOLDER_ATTR,
-                                     FAILURE_PHASE_ATTR, PREDICTED_ATTR, REUSED_FROM_ATTR, RULED_OUT_ATTR)
+from verlsweep.common.names import (
+    FAILURE_PHASE_ATTR,
+    N_TRIALS_ATTR,
+    OBJECTIVES_ATTR,
+    OVER_BUDGET_ATTR,
+    PLACEHOLDER_ATTR,
+    PREDICTED_ATTR,
+    REUSED_FROM_ATTR,
+    RULED_OUT_ATTR,
+)
 
 ESTIMATE = "estimate"               # TrialResult.backend of runner=estimate: its numbers are the planner's
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import logging
-from collections import Counter
 import sys
 import warnings
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,8 +13,8 @@ from typing import Any
 import yaml
 
 from verlsweep.common import optuna_private
-from verlsweep.reconcile import budget, check, results, sessions, trials_csv
 from verlsweep.common.names import OBJECTIVES_ATTR, TRACKING_ATTR
+from verlsweep.reconcile import budget, check, results, sessions, trials_csv
 from verlsweep.study_link import absolute_storage_url, open_storage
 from verlsweep.tracking import store, study_runs
 

@@ -22,7 +22,7 @@ def splits(sweep: Sweep) -> list[tuple[Row, dict[str, float], dict[str, float]]]
     return out
 
 
-def time_split(sweep: Sweep, out: Path) -> "Plot":
+def time_split(sweep: Sweep, out: Path) -> Plot:
     from verlsweep.report.plots import Plot, _matplotlib, _save
 
     plot = Plot("time_split", "Where the step time goes: measured (left) and predicted (right, hatched) per trial")

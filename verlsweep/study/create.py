@@ -16,8 +16,9 @@ import importlib
 import json
 import logging
 import threading
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 import optuna
 from omegaconf import DictConfig, OmegaConf
@@ -246,7 +247,7 @@ class Heartbeat:
                 except Exception as exc:  # noqa: BLE001 - as a missed trial beat
                     log.debug("session heartbeat failed: %s", exc)
 
-    def __enter__(self) -> "Heartbeat":
+    def __enter__(self) -> Heartbeat:
         if self.storage is not None:
             self._thread = threading.Thread(target=self._run, name="verlsweep-heartbeat", daemon=True)
             self._thread.start()

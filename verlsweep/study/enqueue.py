@@ -4,12 +4,13 @@ follow, verlsweep.study.guide)."""
 from __future__ import annotations
 
 import logging
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from verlsweep.study.space import SearchSpace, SearchSpaceError, config_key
 from verlsweep.common.errors import Problem
+from verlsweep.study.space import SearchSpace, SearchSpaceError, config_key
 
 log = logging.getLogger(__name__)
 

@@ -12,8 +12,8 @@ of failures (its _impl.py checks every batch). Asynchronous trials have no batch
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable, Optional
 
 from verlsweep.reconcile import results
 from verlsweep.study import peer_compat
@@ -21,7 +21,7 @@ from verlsweep.study.space import config_key
 
 
 class FailureWatch:
-    def __init__(self, max_consecutive: int, max_rate: Optional[float], window: int,
+    def __init__(self, max_consecutive: int, max_rate: float | None, window: int,
                  swept: Iterable[str] = ()) -> None:
         self.swept = {config_key(name) for name in swept}     # the keys the space's params set
         self.max_consecutive = max_consecutive

@@ -32,18 +32,19 @@ import logging
 import random
 import re
 from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import yaml
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 from optuna.distributions import CategoricalDistribution
 
 from verlsweep.common import disk_cache
-from verlsweep.common.names import FITS
 from verlsweep.common.distributions import discrete_values
+from verlsweep.common.names import FITS
 from verlsweep.config.study import study_config
 from verlsweep.study.space import SearchSpace, config_key, group_choices
 

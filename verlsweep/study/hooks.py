@@ -19,15 +19,17 @@ import hashlib
 import importlib.util
 import json
 import re
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Protocol
 
 import optuna
 from omegaconf import DictConfig, OmegaConf
 
 from verlsweep.common.errors import Problem
 from verlsweep.common.result import TrialResult
-from verlsweep.study import job_dirs, outputs as _outputs, peer_compat
+from verlsweep.study import job_dirs, peer_compat
+from verlsweep.study import outputs as _outputs
 from verlsweep.study.create import signature
 from verlsweep.study.session import SweepSession
 from verlsweep.study.space import SearchSpace, SearchSpaceError

@@ -23,8 +23,9 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import threading
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Optional, Sequence
+from typing import Any
 
 import optuna
 
@@ -109,7 +110,7 @@ class InFlight:
         threading.Thread(target=work, name=f"verlsweep-trial-{trial.number}", daemon=True).start()
         self.flights.append(Flight(trial, job_idx, future, slot))
 
-    def wait(self, timeout: Optional[float] = None) -> list[tuple[optuna.Trial, Any, Optional[TrialResult]]]:
+    def wait(self, timeout: float | None = None) -> list[tuple[optuna.Trial, Any, TrialResult | None]]:
         """The trials that ended (at least one unless `timeout`), in the order they were started: each
         with its JobReturn, or with a crash result when the launcher raised."""
         concurrent.futures.wait([f.future for f in self.flights], timeout=timeout,
@@ -130,11 +131,11 @@ class InFlight:
 @dataclass
 class Sweep:
     """What the asynchronous loop asks of the sweep (verlsweep.study.loop.Loop gives it)."""
-    left: Callable[[], Optional[int]]      # trials that may still be asked (None: no new ones ever, e.g. timeout)
+    left: Callable[[], int | None]      # trials that may still be asked (None: no new ones ever, e.g. timeout)
     ask: Callable[[int], list[optuna.Trial]]
     # a trial's job overrides, or its result when nothing is launched (reused, ruled out, config_error)
-    prepare: Callable[[optuna.Trial], tuple[Optional[Told], Optional[list[str]]]]
-    tell: Callable[[optuna.Trial, Any, Optional[TrialResult]], Told]
+    prepare: Callable[[optuna.Trial], tuple[Told | None, list[str] | None]]
+    tell: Callable[[optuna.Trial, Any, TrialResult | None], Told]
     count: Callable[[list[Told]], bool]    # trials told: True when the sweep must ask no more (failures)
     show: Callable[[], None]               # outputs, progress line, parent run (seconds: after the refill)
     # waits a moment and says whether another sweep process still runs trials of the study

@@ -16,22 +16,34 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any
 
 import optuna
 from omegaconf import DictConfig, OmegaConf
 
 from verlsweep.common import optuna_private
 from verlsweep.common.labels import not_launched
-from verlsweep.common.names import EDGE_PROBE_METRIC, N_TRIALS_ATTR, OBJECTIVES_ATTR, OVER_BUDGET_ATTR, OVERRIDES_ATTR
-from verlsweep.common.names import PREDICTED_ATTR
+from verlsweep.common.names import (
+    EDGE_PROBE_METRIC,
+    N_TRIALS_ATTR,
+    OBJECTIVES_ATTR,
+    OVER_BUDGET_ATTR,
+    OVERRIDES_ATTR,
+    PREDICTED_ATTR,
+)
 from verlsweep.common.result import TrialResult
 from verlsweep.reconcile import budget, results
 from verlsweep.reconcile.budget import quiet_optuna
-from verlsweep.study import create, enqueue as _enqueue, inflight, job_dirs, outputs as _outputs, peer_compat
-from verlsweep.study import progress as _progress, reuse, session as _session, space as _space, view as _view
+from verlsweep.study import create, inflight, job_dirs, peer_compat, reuse
+from verlsweep.study import enqueue as _enqueue
+from verlsweep.study import outputs as _outputs
+from verlsweep.study import progress as _progress
+from verlsweep.study import session as _session
+from verlsweep.study import space as _space
+from verlsweep.study import view as _view
 from verlsweep.study.failures import FailureWatch
 from verlsweep.study.hooks import TaskHooks
 from verlsweep.study.settings import Settings
@@ -229,7 +241,7 @@ class Loop:
     def _loop_async(self, study: optuna.Study, space: _space.SearchSpace, n_trials: int, outputs: _outputs.Outputs,
                     started: float, heartbeat: create.Heartbeat, me: _session.SweepSession,
                     watch: FailureWatch) -> None:
-        def left() -> Optional[int]:
+        def left() -> int | None:
             me.settle_stale()
             if self._timed_out(started):
                 log.warning("verlsweep: timeout of %ss reached, no new trials (those in flight end first)",
@@ -311,7 +323,7 @@ class Loop:
         return told
 
     def _job(self, study: optuna.Study, space: _space.SearchSpace,
-             trial: optuna.Trial) -> tuple[Optional[results.Told], Optional[list[str]]]:
+             trial: optuna.Trial) -> tuple[results.Told | None, list[str] | None]:
         """The trial's job overrides, or its result when nothing is launched (reused, or decided by the hooks:
         ruled out, config_error)."""
         knobs = self._progress.label({k: space.value(k, v) for k, v in trial.params.items()}) if self._progress else ""

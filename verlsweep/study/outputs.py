@@ -11,19 +11,20 @@ and the final summary table on the terminal (rich).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import optuna
 import yaml
 from optuna.trial import FrozenTrial, TrialState
 
 from verlsweep.common import crashpoint
+from verlsweep.common.files import write_atomic
 from verlsweep.common.labels import knob_tokens, not_launched, short, show
 from verlsweep.common.names import OVERRIDES_ATTR, PLACEHOLDER_ATTR, REUSED_FROM_ATTR, RULED_OUT_ATTR
-from verlsweep.reconcile.check import TRIALS_CSV, outcome
 from verlsweep.reconcile.budget import budget_trials
-from verlsweep.common.files import write_atomic
+from verlsweep.reconcile.check import TRIALS_CSV, outcome
 from verlsweep.reconcile.trials_csv import reportable, write_trials
 
 log = logging.getLogger(__name__)

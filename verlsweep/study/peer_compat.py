@@ -14,8 +14,9 @@ Every app's sweep reads these; what differs for an app other than ours is verlsw
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import optuna
 import yaml
@@ -24,8 +25,8 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, Floa
 from optuna.trial import FrozenTrial
 
 from verlsweep.common.errors import Problem
-from verlsweep.reconcile.results import Told
 from verlsweep.common.files import write_atomic
+from verlsweep.reconcile.results import Told
 from verlsweep.study.space import SearchSpace, SearchSpaceError
 
 log = logging.getLogger(__name__)

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from verlsweep.reconcile.results import PLACEHOLDER_ATTR, Told, set_violation, tell_state, violation
 from verlsweep.common.names import FAILURE_PHASE_ATTR, PREDICTED_ATTR, REUSED_FROM_ATTR, REUSED_RUN_ATTR
+from verlsweep.reconcile.results import PLACEHOLDER_ATTR, Told, set_violation, tell_state, violation
 
 log = logging.getLogger(__name__)
 

@@ -11,8 +11,8 @@ from optuna.storages import RetryHeartbeatStaleTrialCallback
 
 from verlsweep.common import optuna_private
 from verlsweep.reconcile import check, sessions, trials
-from verlsweep.tracking.sweep_run import Tracking
 from verlsweep.reconcile.budget import STALE_RETRIES, quiet_optuna
+from verlsweep.tracking.sweep_run import Tracking
 
 log = logging.getLogger(__name__)
 

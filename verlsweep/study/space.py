@@ -31,10 +31,10 @@ from optuna.distributions import (
     IntDistribution,
 )
 
-from verlsweep.common.distributions import decimals_of, discrete_values
-from verlsweep.common.errors import Problem
 from verlsweep.command.overrides import flatten, format_value
 from verlsweep.command.suggest import did_you_mean
+from verlsweep.common.distributions import decimals_of, discrete_values
+from verlsweep.common.errors import Problem
 
 PARAMS_KEY = "hydra.sweeper.params"
 # Values of a discrete param checked one by one against our rules; beyond this only the endpoints.

@@ -17,9 +17,10 @@ What only Hydra has (composing a job's config) comes in as callables (`Hydra`), 
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import optuna
 from omegaconf import DictConfig, OmegaConf
@@ -29,14 +30,18 @@ from verlsweep.common.errors import Problem
 from verlsweep.common.labels import not_launched, path_safe, trial_label
 from verlsweep.common.names import PROVEN_FIT_ATTR, RULED_OUT_ATTR, RULED_OUT_RULE_ATTR, TRACKING_ATTR
 from verlsweep.common.result import TrialResult
+from verlsweep.config.study import study_config
 from verlsweep.proofs.evidence import proof
 from verlsweep.proofs.sampler import BoundarySampler
-from verlsweep.study import chain, enqueue as _enqueue, guide as _guide, job_dirs, outputs as _outputs, peer_compat
-from verlsweep.study import progress as _progress, space as _space, subsets
+from verlsweep.study import chain, job_dirs, peer_compat, subsets
+from verlsweep.study import enqueue as _enqueue
+from verlsweep.study import guide as _guide
+from verlsweep.study import outputs as _outputs
+from verlsweep.study import progress as _progress
+from verlsweep.study import space as _space
 from verlsweep.study.create import default_study_name
 from verlsweep.study.hooks import AppHooks, sampler_config
 from verlsweep.study.session import SweepSession
-from verlsweep.config.study import study_config
 from verlsweep.tracking import sweep_run
 from verlsweep.tracking.sweep_run import Tracking
 

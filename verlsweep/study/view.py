@@ -15,7 +15,6 @@ from verlsweep.study import outputs
 from verlsweep.study.progress import Progress
 from verlsweep.tracking import sweep_run
 
-
 # the most of a sweep's wall time the live report's redraws may take (the final one is always drawn)
 REPORT_SHARE = 0.1
 

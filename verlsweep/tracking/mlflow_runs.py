@@ -41,9 +41,10 @@ from __future__ import annotations
 import logging
 import re
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from verlsweep.common.labels import trial_label
 from verlsweep.common.names import MLFLOW_RUN_ID_ENV, MLFLOW_URI_ENV, PEAK_MEMORY_METRIC, REDACTED, SECRET_NAME
@@ -153,7 +154,7 @@ class TrialRun:
 
     @classmethod
     def start(cls, config: TaskConfig | Mapping[str, Any], knobs: Mapping[str, Any],
-              extra_tags: Mapping[str, str] | None = None, name_word: str | None = None) -> "TrialRun":
+              extra_tags: Mapping[str, str] | None = None, name_word: str | None = None) -> TrialRun:
         """Create the run before launch. `config`: the trial's TaskConfig (a composed config is read into
         one); `knobs`: the trial's swept/overridden values (dotted keys); `extra_tags`: tags it starts with
         (the Slurm job id, so a killed job's run can be found); `name_word`: said after the run's name

@@ -15,7 +15,8 @@ not the oldest deletes it and joins the oldest.
 from __future__ import annotations
 
 import time
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from verlsweep.tracking.mlflow_runs import ROLE_TAG, filter_literal, log_params, objective_key, status_for
 

@@ -87,7 +87,7 @@ class TrialMonitor:
         if self.devices is not None:
             self._mon.monitors.append(self.devices)
 
-    def start(self) -> "TrialMonitor":
+    def start(self) -> TrialMonitor:
         self._mon.start()
         return self
 

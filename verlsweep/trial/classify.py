@@ -18,8 +18,8 @@ from __future__ import annotations
 import re
 import signal
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from verlsweep.common.patterns import OOM_LABEL_PHASES, PATTERNS, Pattern
 

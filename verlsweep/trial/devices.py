@@ -11,8 +11,9 @@ import functools
 import logging
 import shutil
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping, Protocol
+from typing import Protocol
 
 from verlsweep.common.names import GIB, MIB
 from verlsweep.plan.cli.detect import parse_npu_smi, parse_npu_smi_processes
@@ -107,7 +108,7 @@ class Nvml(_Once):
         super().__init__()
         self._nvml = None
 
-    def _init(self):  # noqa: ANN202 - the pynvml module
+    def _init(self):
         if self._nvml is None:
             import pynvml
 
@@ -136,7 +137,7 @@ class Nvml(_Once):
             return self.fail(f"NVML: {type(exc).__name__}: {exc}")
 
 
-def _optional(read):  # noqa: ANN001, ANN202 - a reading some devices do not support
+def _optional(read):
     try:
         return read()
     except Exception:

@@ -27,7 +27,7 @@ class LiveTail:
             self._live = Live(self._render(), console=Console(stderr=True), transient=True,
                               refresh_per_second=4, redirect_stdout=False, redirect_stderr=False)
 
-    def __enter__(self) -> "LiveTail":
+    def __enter__(self) -> LiveTail:
         if self._live is not None:
             self._live.start()
         return self

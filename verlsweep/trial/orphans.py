@@ -18,9 +18,10 @@ import os
 import signal
 import socket
 import tempfile
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import psutil
 
@@ -28,7 +29,6 @@ from verlsweep.common.files import write_atomic
 from verlsweep.common.names import PROCESSES_FILE
 from verlsweep.common.processes import is_alive, own_processes, same_start
 from verlsweep.trial.supervise import MARK_ENV, RAY_TMP_PREFIX, remove_tree, signal_all, wait_gone
-
 
 
 @dataclass
@@ -46,7 +46,7 @@ class Identity:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Identity":
+    def from_dict(cls, data: dict[str, Any]) -> Identity:
         known = {k: data[k] for k in ("host", "session", "mark", "ray_tmp", "trial_dir", "processes") if k in data}
         return cls(**known)
 

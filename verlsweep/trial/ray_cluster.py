@@ -25,10 +25,10 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Mapping
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
 from verlsweep.trial.supervise import MARK_ENV, stop_marked
 

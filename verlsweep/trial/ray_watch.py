@@ -135,7 +135,7 @@ class RayWatch:
             threading.Thread(target=self._read, name="ray-watch", daemon=True).start()
 
     @classmethod
-    def for_trial(cls, runner: VerlRunnerConfig, ray_tmp: str | Path | None, env: dict[str, str]) -> "RayWatch":
+    def for_trial(cls, runner: VerlRunnerConfig, ray_tmp: str | Path | None, env: dict[str, str]) -> RayWatch:
         """The watch of a trial with its private Ray in `ray_tmp`, or the cluster its env's RAY_ADDRESS
         names (`runner.ray_address`, a multi-node trial's cluster); inert when runner.schedule_timeout
         is 0/null or no Ray is known."""
@@ -176,7 +176,7 @@ class RayWatch:
         if self.proc is not None:
             self.proc.wait()
 
-    def __enter__(self) -> "RayWatch":
+    def __enter__(self) -> RayWatch:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -30,8 +30,8 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Callable, Iterable, Mapping
 
 import psutil
 

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import ast
 import types
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from tests.support.standin.sources import _locate
+
 
 class _Inert:
     """Stands for any object a replayed source line touches on its non-raising path."""
 
-    def __getattr__(self, name: str) -> "_Inert":
+    def __getattr__(self, name: str) -> _Inert:
         return self
 
-    def __call__(self, *args: Any, **kwargs: Any) -> "_Inert":
+    def __call__(self, *args: Any, **kwargs: Any) -> _Inert:
         return self
 
 
@@ -48,7 +50,7 @@ def _compile_frame(
     for name in names:
         scope[name] = _Inert()
     scope[target] = _bind_target(stmt, target, nxt)
-    exec(compile(tree, path, "exec"), scope)  # noqa: S102 - replays a located source line, see docstring
+    exec(compile(tree, path, "exec"), scope)
     return scope[func]
 
 
@@ -129,7 +131,7 @@ def build_task_function(body: Callable[[Any], None], state: dict[str, Any]) -> C
                 "TaskRunner": _Inert(),
                 "run_ppo": _noop,
             }
-            exec(compile(tree, path, "exec"), scope)  # noqa: S102 - see docstring
+            exec(compile(tree, path, "exec"), scope)
             state["scope"] = scope
             return scope["main"]
         except (SyntaxError, AssertionError, IndexError):

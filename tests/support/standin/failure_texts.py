@@ -8,6 +8,7 @@ import os
 from tests.support.standin.console import _cann_time
 from tests.support.standin.sources import Frame
 
+
 def _size(gib: float) -> str:
     return f"{gib * 1024:.2f} MiB" if gib < 1 else f"{gib:.2f} GiB"
 

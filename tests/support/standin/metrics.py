@@ -9,6 +9,7 @@ from typing import Any
 
 from tests.support.standin.knobs import Knobs
 
+
 def _sel(cfg: Any, key: str, default: Any) -> Any:
     from omegaconf import OmegaConf
 
@@ -43,7 +44,7 @@ class RunShape:
     test_freq: int
 
     @classmethod
-    def from_config(cls, cfg: Any, knobs: Knobs) -> "RunShape":
+    def from_config(cls, cfg: Any, knobs: Knobs) -> RunShape:
         loggers = _sel(cfg, "trainer.logger", ["console"])
         if isinstance(loggers, str):
             loggers = [loggers]
@@ -91,7 +92,7 @@ class MemoryModel:
     train_need: float
 
     @classmethod
-    def build(cls, shape: RunShape, knobs: Knobs) -> "MemoryModel":
+    def build(cls, shape: RunShape, knobs: Knobs) -> MemoryModel:
         capacity = knobs.device_memory_gib
         peak = knobs.peak_memory_gb * (0.6 if shape.param_offload else 1.0) * (0.65 if shape.optimizer_offload else 1.0)
         resident = peak * 0.5 * (0.25 if shape.param_offload else 1.0) * (0.5 if shape.optimizer_offload else 1.0)

@@ -12,6 +12,7 @@ import sys
 
 from tests.support.standin.console import CYAN, FORE_RESET
 
+
 def _exception_class(module: str, qualname: str) -> type[Exception]:
     cls = type(qualname, (Exception,), {"__module__": module, "__qualname__": qualname, "__str__": _text_str})
     return cls

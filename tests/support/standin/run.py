@@ -13,7 +13,8 @@ import socket
 import sys
 import time
 import traceback
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from tests.support.standin.console import RayLogStream, _emit, _now_ms
 from tests.support.standin.driver import DriverChain, _noop

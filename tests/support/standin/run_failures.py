@@ -10,8 +10,18 @@ import time
 
 from tests.support.standin.console import RayLogStream, _emit, _now_ms, ray_prefix
 from tests.support.standin.failure_texts import (
-    ENGINE_FAILED_MESSAGE, KV_CACHE_MESSAGE, SITES, WORKER_DEATH_DETAIL, WORKER_HCCL_TRAIN, WORKER_INIT,
-    WORKER_OOM_TRAIN, WORKER_ROLLOUT, _hccl_exec_timeout_ms, ei0002_message, ei0006_message, npu_oom_message,
+    ENGINE_FAILED_MESSAGE,
+    KV_CACHE_MESSAGE,
+    SITES,
+    WORKER_DEATH_DETAIL,
+    WORKER_HCCL_TRAIN,
+    WORKER_INIT,
+    WORKER_OOM_TRAIN,
+    WORKER_ROLLOUT,
+    _hccl_exec_timeout_ms,
+    ei0002_message,
+    ei0006_message,
+    npu_oom_message,
     vllm_startup_message,
 )
 from tests.support.standin.knobs import _signal_number

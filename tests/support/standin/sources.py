@@ -8,6 +8,7 @@ from typing import Any
 
 from tests.support.standin.knobs import KnobError
 
+
 def _package_dir(name: str) -> Path | None:
     try:
         spec = importlib.util.find_spec(name)

@@ -193,10 +193,10 @@ if not __package__:
     else:
         sys.path.insert(0, _root)
 
-from tests.support.standin.driver import DriverChain, build_task_function  # noqa: E402
-from tests.support.standin.knobs import USAGE_EXIT, KnobError, parse_standin_args  # noqa: E402
-from tests.support.standin.run import StandinRun  # noqa: E402
-from tests.support.standin.sources import verl_config_dir  # noqa: E402
+from tests.support.standin.driver import DriverChain, build_task_function
+from tests.support.standin.knobs import USAGE_EXIT, KnobError, parse_standin_args
+from tests.support.standin.run import StandinRun
+from tests.support.standin.sources import verl_config_dir
 
 
 def main(argv: list[str] | None = None) -> None:

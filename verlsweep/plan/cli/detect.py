@@ -23,7 +23,6 @@ from verlsweep.common.names import GIB, MIB
 from verlsweep.config import Hardware
 from verlsweep.plan.predictor.inputs import NUMBERS
 
-
 # Per chip: verl/utils/flops_counter.py MFU denominators and docs/ascend.md, Hardware (bandwidths
 # marked unverified there).
 KNOWN_CHIPS: dict[str, dict[str, float]] = {

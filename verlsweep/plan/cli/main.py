@@ -13,9 +13,8 @@ Overrides are the sweep's own (Hydra syntax against conf/sweep.yaml), so the tab
 """
 from __future__ import annotations
 
-import dataclasses
-
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -56,11 +55,11 @@ def _table_parser() -> argparse.ArgumentParser:
 
 def cmd_table(argv: list[str]) -> int:
     from verlsweep.command.compose import compose_config
+    from verlsweep.command.topology import tp_choices
+    from verlsweep.plan.cli.table import DEFAULT_UTILS, grid, render
     from verlsweep.plan.predictor.inputs import from_cfg
     from verlsweep.plan.predictor.trial_spec import NotPlannable
-    from verlsweep.plan.cli.table import DEFAULT_UTILS, grid, render
     from verlsweep.plan.predictor.verdict import load_calibration
-    from verlsweep.command.topology import tp_choices
 
     args = _table_parser().parse_args(argv)
     cfg = compose_config(args.overrides)
@@ -159,8 +158,8 @@ def _host_memory(args: argparse.Namespace, detect) -> tuple[float, str]:
 
 
 def cmd_refit_traces(argv: list[str]) -> int:
-    from verlsweep.plan.predictor import calibration
     from verlsweep.plan.fit import trace_fit
+    from verlsweep.plan.predictor import calibration
 
     p = argparse.ArgumentParser(prog="python -m verlsweep.plan refit --traces",
                                 description="Fit the analytic trainer formula's constants to traces of every "

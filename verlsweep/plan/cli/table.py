@@ -1,8 +1,8 @@
 """The planner over a grid of rollout memory knobs: gpu_memory_utilization x rollout TP x offload."""
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from rich.console import Console
 from rich.table import Table

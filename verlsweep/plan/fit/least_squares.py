@@ -9,8 +9,9 @@ solver with x_scale="jac" copes with constants of very different sizes (bytes pe
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Callable, Mapping, Sequence, TypeVar
+from typing import TypeVar
 
 from verlsweep.plan.predictor.calibration import Constants
 

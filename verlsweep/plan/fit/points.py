@@ -7,8 +7,8 @@ from functools import lru_cache
 from omegaconf import DictConfig
 
 from verlsweep.command.compose import compose_config
-from verlsweep.plan.predictor.calibration import Calibration, Point
 from verlsweep.plan.fit.measured_fit import Sample
+from verlsweep.plan.predictor.calibration import Calibration, Point
 from verlsweep.plan.predictor.inputs import from_cfg
 from verlsweep.plan.predictor.trial_spec import PlanInputs
 

@@ -19,12 +19,12 @@ from typing import Any
 from verlsweep.command.compose import compose_config
 from verlsweep.common.names import PEAK_MEMORY_METRIC
 from verlsweep.plan.fit import calibration_file
+from verlsweep.plan.fit.measured_fit import FitResult, Sample, fit
+from verlsweep.plan.fit.points import samples as point_samples
 from verlsweep.plan.predictor import calibration as calibration_mod
 from verlsweep.plan.predictor.calibration import Calibration
-from verlsweep.plan.fit.measured_fit import FitResult, Sample, fit
 from verlsweep.plan.predictor.inputs import from_cfg
 from verlsweep.plan.predictor.trial_spec import NotPlannable
-from verlsweep.plan.fit.points import samples as point_samples
 
 log = logging.getLogger(__name__)
 

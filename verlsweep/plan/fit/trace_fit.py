@@ -20,9 +20,9 @@ from __future__ import annotations
 import json
 import statistics
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterable
 
 from verlsweep.common.names import GIB
 from verlsweep.plan.fit import calibration_file, least_squares
@@ -103,8 +103,8 @@ def group_inputs(groups: Iterable[str] | None = None) -> dict[str, PlanInputs]:
 def trace_grid(cal: Calibration, groups: Iterable[str] | None = None, shapes: Iterable[Shape] = SHAPES, *,
                limit_s: float = 300.0, log=print) -> list[TraceSample]:
     """Trace every shape for every group (from the disk cache when traced before)."""
-    from verlsweep.plan.trace import trainer_trace
     from verlsweep.plan.predictor.traced_terms import pass_spec
+    from verlsweep.plan.trace import trainer_trace
 
     out = []
     for group, inp in group_inputs(groups).items():
@@ -147,7 +147,7 @@ class GroupError:
     peak: list[float]
 
     @staticmethod
-    def of(group: str, samples: list[TraceSample], c: Constants) -> "GroupError":
+    def of(group: str, samples: list[TraceSample], c: Constants) -> GroupError:
         work = [analytic_gb(s, c) / s.traced_gb - 1 for s in samples]
         peak = [(s.fixed_gb + analytic_gb(s, c)) / (s.fixed_gb + s.traced_gb) - 1 for s in samples]
         return GroupError(group, work, peak)

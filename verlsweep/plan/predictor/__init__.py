@@ -17,8 +17,18 @@ from verlsweep.plan.predictor.memory import MEANING, ORDER, Check, MemoryPredict
 from verlsweep.plan.predictor.ray_demand import CpuCheck
 from verlsweep.plan.predictor.throughput import Throughput, step_throughput
 from verlsweep.plan.predictor.trial_spec import ModelShapes, NotPlannable, PlanInputs, Role, Rollout
-from verlsweep.plan.predictor.verdict import (FITS, STATUSES, Preflight, Verdict, blocks_launch, load_calibration,
-                                              predict, predict_cfg, preflight, tok_s_under)
+from verlsweep.plan.predictor.verdict import (
+                                              FITS,
+                                              STATUSES,
+                                              Preflight,
+                                              Verdict,
+                                              blocks_launch,
+                                              load_calibration,
+                                              predict,
+                                              predict_cfg,
+                                              preflight,
+                                              tok_s_under,
+)
 
 __all__ = ["FITS", "MEANING", "ORDER", "STATUSES", "THROUGHPUT_CONSTANTS", "Calibration", "Check", "Constants",
            "CpuCheck", "Lengths", "MemoryPrediction", "ModelShapes", "NotPlannable", "PlanInputs", "Point",

@@ -25,7 +25,7 @@ a check's need is one of:
 """
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 # |predicted / published - 1|, worst over the published trainer peaks (see above)
 TRAINER_ERROR = {"traced": 0.068, "analytic": 0.200}

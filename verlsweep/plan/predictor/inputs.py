@@ -14,9 +14,10 @@ composing anything again (`dataclasses.replace`).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import yaml
 

@@ -32,8 +32,7 @@ from verlsweep.common.names import GIB
 from verlsweep.plan.predictor import band, traced_terms
 from verlsweep.plan.predictor.calibration import Constants
 from verlsweep.plan.predictor.lengths import Lengths, worst_lengths
-from verlsweep.plan.predictor.trainer_memory import (resident, states,
-                                           trainer_phases)
+from verlsweep.plan.predictor.trainer_memory import resident, states, trainer_phases
 from verlsweep.plan.predictor.trial_spec import PlanInputs
 
 # Phases in the order a step meets them; the first that does not fit is what stops a real run.

@@ -32,9 +32,10 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from verlsweep.common.errors import ConfigError, Problem
 from verlsweep.plan.predictor.verl_config import VerlValues

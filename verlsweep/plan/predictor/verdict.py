@@ -2,21 +2,25 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
-from verlsweep.plan.predictor import calibration as calibration_mod
-from verlsweep.common.names import EDGE_PROBE, EDGE_PROBE_METRIC
+from verlsweep.common.names import (
+    EDGE_PROBE,
+    EDGE_PROBE_METRIC,
+    FITS,  # re-exported (__all__): the statuses predicted to fit
+)
+from verlsweep.common.time_split import predicted_metrics
 from verlsweep.config import read
 from verlsweep.plan.predictor import band, ray_demand, traced_terms
+from verlsweep.plan.predictor import calibration as calibration_mod
 from verlsweep.plan.predictor.calibration import Calibration
 from verlsweep.plan.predictor.inputs import from_cfg
-from verlsweep.plan.predictor.trial_spec import NotPlannable, PlanInputs
 from verlsweep.plan.predictor.lengths import expected_lengths
 from verlsweep.plan.predictor.memory import MEANING, Check, concurrency, memory_per_phase
 from verlsweep.plan.predictor.throughput import step_throughput
-from verlsweep.common.names import FITS  # re-exported (__all__): the statuses predicted to fit
-from verlsweep.common.time_split import predicted_metrics
+from verlsweep.plan.predictor.trial_spec import NotPlannable, PlanInputs
 
 log = logging.getLogger(__name__)
 

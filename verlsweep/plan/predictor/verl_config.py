@@ -3,7 +3,8 @@ cfg.verl read by key path with those defaults behind it (VerlValues), so the pla
 nor torch. tests/test_plan_model.py checks VERL_DEFAULTS against the installed verl."""
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from verlsweep.common.vllm_graphs import default_capture_sizes  # noqa: F401 - the planner's name for it
 

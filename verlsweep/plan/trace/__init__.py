@@ -7,7 +7,14 @@ predictor turns a role's pass into a PassSpec (verlsweep.plan.predictor.traced_t
 
 May import: verlsweep.common (torch and transformers only inside the functions that trace).
 """
-from verlsweep.plan.trace.trainer_trace import (DEFAULT_LIMIT_S, PassSpec, PassTrace, StatesTrace, TraceError,
-                                                trace_pass, trace_states)
+from verlsweep.plan.trace.trainer_trace import (
+                                                DEFAULT_LIMIT_S,
+                                                PassSpec,
+                                                PassTrace,
+                                                StatesTrace,
+                                                TraceError,
+                                                trace_pass,
+                                                trace_states,
+)
 
 __all__ = ["DEFAULT_LIMIT_S", "PassSpec", "PassTrace", "StatesTrace", "TraceError", "trace_pass", "trace_states"]

@@ -36,9 +36,10 @@ from __future__ import annotations
 import json
 import time
 import weakref
+from collections.abc import Mapping
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from verlsweep.plan.trace import cache as trace_cache
 
@@ -126,7 +127,7 @@ def _counter(deadline: float):
         def reset_peak(self) -> None:
             self.peak_work, self.peak_total, self.peak_at = 0, self.live, ""
 
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             if time.perf_counter() > deadline:
                 raise TraceError("the trace ran past its time limit")
             out = func(*args, **(kwargs or {}))
@@ -187,7 +188,7 @@ def _fused_logprobs():
 
     class FusedLogProbs(torch.autograd.Function):
         @staticmethod
-        def forward(ctx, logits, labels, inplace):  # noqa: ANN001
+        def forward(ctx, logits, labels, inplace):
             lse = torch.cat([torch.logsumexp(logits[i:i + _ROWS].float(), dim=-1)
                              for i in range(0, logits.shape[0], _ROWS)])
             picked = logits.gather(-1, labels.unsqueeze(-1)).squeeze(-1).float()
@@ -196,7 +197,7 @@ def _fused_logprobs():
             return picked - lse
 
         @staticmethod
-        def backward(ctx, grad):  # noqa: ANN001
+        def backward(ctx, grad):
             logits, labels, lse = ctx.saved_tensors
             out = logits if ctx.inplace else torch.empty_like(logits)
             for i in range(0, logits.shape[0], _ROWS):
@@ -301,7 +302,7 @@ def _run_states(hf_config: Mapping[str, Any], model_dtype: str, value_head: bool
     return result
 
 
-def _cached(kind: str, payload: dict[str, Any], run, cls):  # noqa: ANN001
+def _cached(kind: str, payload: dict[str, Any], run, cls):
     name = trace_cache.key(kind, payload, TRACER_VERSION)
     hit = trace_cache.load(name)
     if hit is not None:

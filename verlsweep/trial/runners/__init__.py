@@ -4,7 +4,7 @@ from __future__ import annotations
 import importlib
 
 from verlsweep.common.errors import ConfigError, Problem
-from verlsweep.trial.runners.base import Clearance, RunDetails, RunOutput, Runner, RunSpec
+from verlsweep.trial.runners.base import Clearance, RunDetails, Runner, RunOutput, RunSpec
 
 # name -> "module:Class"; imported lazily so `estimate` exists only once its module does.
 _REGISTRY: dict[str, str] = {

@@ -18,9 +18,10 @@ It raises ConfigError for input it cannot run (runner=script without a script).
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from verlsweep.command.compose import Command
 from verlsweep.common.result import StepReporter, TrialResult

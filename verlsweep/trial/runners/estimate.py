@@ -15,16 +15,16 @@ import json
 import math
 import random
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
-from verlsweep.trial import metrics
 from verlsweep.common.errors import ConfigError, Problem
-from verlsweep.plan import Verdict
 from verlsweep.common.names import FILE_LOGGER_ENV, METRICS_FILE, MLFLOW_RUN_ID_ENV, PEAK_MEMORY_METRIC, TRIAL_DIR_ENV
-from verlsweep.common.time_split import PHASES, predicted_split
 from verlsweep.common.result import PLAN_CHECK_PHASES, StepReporter, TrialResult
+from verlsweep.common.time_split import PHASES, predicted_split
 from verlsweep.config import EstimateRunnerConfig, Hardware, Objective
+from verlsweep.plan import Verdict
+from verlsweep.trial import metrics
 from verlsweep.trial.runners.base import RunDetails, RunOutput, RunSpec
 
 PLAN_FILE = "plan.json"

@@ -12,20 +12,27 @@ import queue
 import socket
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
-from verlsweep.common import crashpoint
-from verlsweep.trial import classify, metrics, orphans
 from verlsweep.command.compose import Command
-from verlsweep.trial.livetail import LiveTail
-from verlsweep.common.names import (EXCERPT_FILE, FILE_LOGGER_ENV, LOG_FILE, METRICS_FILE, MLFLOW_RUN_ID_ENV,
-                                    PROCESSES_ATTR, TAIL_FILE, TRIAL_DIR_ENV)
+from verlsweep.common import crashpoint
+from verlsweep.common.names import (
+    EXCERPT_FILE,
+    FILE_LOGGER_ENV,
+    LOG_FILE,
+    METRICS_FILE,
+    MLFLOW_RUN_ID_ENV,
+    PROCESSES_ATTR,
+    TAIL_FILE,
+    TRIAL_DIR_ENV,
+)
 from verlsweep.common.result import StepReporter, TrialResult
-from verlsweep.trial.ray_watch import RayWatch
 from verlsweep.config import Hardware, Limits, VerlRunnerConfig
+from verlsweep.trial import classify, metrics, orphans, ray_cluster
+from verlsweep.trial.livetail import LiveTail
+from verlsweep.trial.ray_watch import RayWatch
 from verlsweep.trial.runners.base import RunDetails, RunOutput, RunSpec
-from verlsweep.trial import ray_cluster
 from verlsweep.trial.supervise import Supervised, ray_isolation, remove_tree, runtime_env_overrides
 
 IDENTITY_EVERY_S = 5.0           # how often the record follows new processes (Ray starts workers late)

@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from verlsweep.command.compose import Command
-from verlsweep.common.errors import ConfigError, Problem
 from verlsweep.command.overrides import format_value
+from verlsweep.common.errors import ConfigError, Problem
 from verlsweep.config import ScriptRunnerConfig
 from verlsweep.trial.runners.base import RunSpec
 from verlsweep.trial.runners.process import ProcessRunner, resolve_entrypoint
