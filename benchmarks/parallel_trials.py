@@ -161,7 +161,8 @@ def main() -> None:
     if "--slurm" in sys.argv[1:]:
         import parallel_trials_slurm
 
-        parallel_trials_slurm.main(parallel_trials_slurm.parser().parse_args([a for a in sys.argv[1:] if a != "--slurm"]))
+        argv = [a for a in sys.argv[1:] if a != "--slurm"]
+        parallel_trials_slurm.main(parallel_trials_slurm.parser().parse_args(argv))
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=40)
@@ -172,16 +173,19 @@ def main() -> None:
     lands = [hand_written(name, f, configs) for name, f in HAND_WRITTEN.items()]
     print(f"{args.trials} trials, {args.slots} slots of {WORLD} devices, start-up {search_methods.STARTUP_S:.0f} s, "
           f"{len(lands)} landscapes x {args.seeds} seeds (medians)")
-    print(f"{'landscape':<22} {'schedule':<8} {'wall h':>7} {'util':>6} {'busy h':>7} {'pruned':>6} {'dev-h to 3%':>12}  {'lost':>5} {'twice':>6}")
+    print(f"{'landscape':<22} {'schedule':<8} {'wall h':>7} {'util':>6} {'busy h':>7} {'pruned':>6} "
+          f"{'dev-h to 3%':>12}  {'lost':>5} {'twice':>6}")
     ratios, packed = [], []
     for land in lands:
         walls, busy = {}, {}
         for mode in ("batch", "async"):
             runs = [one_sweep(land, seed, args.trials, args.slots, mode == "batch") for seed in range(args.seeds)]
-            med = {k: statistics.median(r[k] for r in runs) for k in ("wall_h", "util", "busy_h", "pruned", "dh_target")}
+            med = {k: statistics.median(r[k] for r in runs)
+                   for k in ("wall_h", "util", "busy_h", "pruned", "dh_target")}
             missed = f" ({sum(r['missed'] for r in runs)}>)" if any(r["missed"] for r in runs) else ""
             walls[mode], busy[mode] = med["wall_h"], med["busy_h"]
-            print(f"{land.name[:22]:<22} {mode:<8} {med['wall_h']:>7.2f} {med['util']:>6.0%} {med['busy_h']:>7.2f} {med['pruned']:>6.1f} "
+            print(f"{land.name[:22]:<22} {mode:<8} {med['wall_h']:>7.2f} {med['util']:>6.0%} "
+                  f"{med['busy_h']:>7.2f} {med['pruned']:>6.1f} "
                   f"{med['dh_target']:>8.1f}{missed:<6}{sum(r['lost'] for r in runs):>5} "
                   f"{sum(r['twice'] for r in runs):>6}")
         ratios.append(walls["async"] / walls["batch"])

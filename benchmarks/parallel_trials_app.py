@@ -11,8 +11,8 @@ cost_dh, the same model the fake clock of parallel_trials.py uses):
 Each step's tokens/s goes to the study through verlsweep.study_link.reporter_for, as the real runner
 reports it, so the sweep's own median pruner decides. Knobs (`+bench.<key>=`): truth (a JSON file
 written by parallel_trials_slurm.py: per config, tokens/s or null (OOM), the OOM's phase, whether it
-happens at start, step seconds at scale 1), startup_s (the model's start-up at scale 1), scale, events (a file that gets `start|end <trial>
-<time> <pid>` lines: the trial's own busy time).
+happens at start, step seconds at scale 1), startup_s (the model's start-up at scale 1), scale, events
+(a file that gets `start|end <trial> <time> <pid>` lines: the trial's own busy time).
 """
 from __future__ import annotations
 

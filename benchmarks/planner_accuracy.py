@@ -99,7 +99,8 @@ def held_out(cal: calibration.Calibration) -> list[float]:
         for kind, rep in _reported(p):
             pred = _predicted(v, kind)
             errors.append(abs(pred / rep - 1))
-            rng = f" (reported {p.tok_s_range[0]:g}-{p.tok_s_range[1]:g})" if kind == "throughput" and p.tok_s_range else ""
+            rng = (f" (reported {p.tok_s_range[0]:g}-{p.tok_s_range[1]:g})"
+                   if kind == "throughput" and p.tok_s_range else "")
             print(f"{p.id:34.34s} {kind:10s} {rep:9.2f} {pred:9.2f} {_err(pred, rep)}  "
                   f"{' '.join(p.source.split())[:110]}{rng}")
     if errors:
@@ -154,7 +155,8 @@ def traced_peaks(cal: calibration.Calibration) -> None:
               f"{max(errors['analytic']):.1%}, traced {max(errors['traced']):.1%}")
         print(f"the veto's band (verlsweep/plan/predictor/band.py): trainer terms traced "
               f"±{band.TRAINER_ERROR['traced']:.1%}, "
-              f"analytic ±{band.TRAINER_ERROR['analytic']:.1%} (no tighter than its error above or against traces); other "
+              f"analytic ±{band.TRAINER_ERROR['analytic']:.1%} "
+              "(no tighter than its error above or against traces); other "
               f"modelled terms ±{band.ROLLOUT_ERROR:.1%}; counted bytes exact"
               + ("" if max(errors["traced"]) <= band.TRAINER_ERROR["traced"] + 5e-4
                  else "  !! the traced error measured here exceeds its band"))
@@ -197,7 +199,8 @@ def speed(cal: calibration.Calibration, repeats: int) -> None:
         rows = grid(inp, cal, utils=DEFAULT_UTILS, tps=tps)
         times.append(time.perf_counter() - t)
     med = statistics.median(times)
-    print(f"\nfull table a2_64g x qwen3_8b x remax (analytic trainer): {len(rows)} plans (util {len(DEFAULT_UTILS)} x TP {tps} x "
+    print(f"\nfull table a2_64g x qwen3_8b x remax (analytic trainer): {len(rows)} plans "
+          f"(util {len(DEFAULT_UTILS)} x TP {tps} x "
           f"4 offload) in {med * 1e3:.1f} ms median of {repeats} ({med / len(rows) * 1e6:.0f} us per plan; "
           f"composing the config once: {compose_s * 1e3:.0f} ms)")
 

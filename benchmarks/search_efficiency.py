@@ -49,7 +49,8 @@ Baselines have no planner, no reuse and no pruner: what a plain Optuna/Hydra swe
 throughput space instead (sweeps/throughput.yaml, chained from each memory landscape's best config;
 benchmarks/throughput_landscapes.py). There a config the trial rules refuse costs nothing: our sweeper
 tells it as it really does (config_error: a failure toward max_consecutive_failures only where a rule
-names a key the sweep does not sweep, verlsweep/study/failures.py), a baseline as it tells an OOM. Two more columns: refused proposals and sweeps stopped.
+names a key the sweep does not sweep, verlsweep/study/failures.py), a baseline as it tells an OOM. Two more
+columns: refused proposals and sweeps stopped.
 
 Modules: benchmarks/search_landscapes.py (the space and the landscapes), benchmarks/search_methods.py
 (the methods and one sweep of each, with the cost model); this one races them and prints the table.
@@ -253,7 +254,8 @@ def _print_lost(lands: list[Landscape]) -> None:
     if not rows:
         return
     print("\nthe planner's veto against the hidden truth (configs of the space; lost: vetoed but fits; near: "
-          f"within {(1 - search_methods.TARGET) * 100:g}% of the best; edge probes: inside the band, launched when proposed):")
+          f"within {(1 - search_methods.TARGET) * 100:g}% of the best; "
+          "edge probes: inside the band, launched when proposed):")
     head = (f"{'landscape':22} {'memory':>7} {'band':>6} {'in band':>7} | {'vetoed':>6} {'lost':>5} {'near':>5} | "
             f"{'edge probes':>11} {'fit':>4} | {'no band: vetoed':>15} {'lost':>5} {'near':>5}")
     print(head)
@@ -272,9 +274,11 @@ def main() -> None:
     tic = time.perf_counter()
     n_configs, lands, runs = _race(args)
 
-    print(f"{'throughput space (sweeps/throughput.yaml, chained from the memory best): ' if args.space == 'throughput' else ''}"
+    chained = "throughput space (sweeps/throughput.yaml, chained from the memory best): "
+    print(f"{chained if args.space == 'throughput' else ''}"
           f"search space {n_configs} configs; budget {args.budget:g} device-hours per sweep; {args.seeds} seeds; "
-          f"target: a measured config within {(1 - args.target) * 100:g}% of the best feasible tok/s; start-up {args.startup_s:g} s, "
+          f"target: a measured config within {(1 - args.target) * 100:g}% of the best feasible tok/s; "
+          f"start-up {args.startup_s:g} s, "
           f"{STEPS} steps, {WORLD} devices; guide top_k {args.top_k}, draws {args.draws}")
     head = (f"{'landscape':22} {'OOM':>4} {'near':>4} | {'method':13} {'median dh':>9} {'p90 dh':>8} "
             f"{'reached':>7} {'launched':>8} {'OOMs':>5} {'reused':>6} {'vetoed':>6}"

@@ -158,7 +158,8 @@ def _drawn(d: dict) -> Callable[[dict], tuple[float | None, str | None]]:
 
 HAND_WRITTEN: dict[str, Callable[[dict], tuple[float | None, str | None]]] = {
     "cliff at the edge": _cliff, "interior peak": _interior, "TP plateaus": _plateaus, "narrow ridge (adv.)": _ridge,
-    **{name: _drawn(d) for name, d in json.loads((Path(__file__).parent / "drawn_landscapes.json").read_text()).items()},
+    **{name: _drawn(d)
+       for name, d in json.loads((Path(__file__).parent / "drawn_landscapes.json").read_text()).items()},
 }
 # planner landscapes: a recipe composed with our config groups (+ overrides) and a seed for its hidden errors
 PLANNER_BASES = {

@@ -68,7 +68,7 @@ def worker(kind: str, path: str, n_trials: int, n_steps: int, queue) -> None:
         study = optuna.create_study(study_name="stress", storage=storage, direction="maximize", load_if_exists=True,
                                     sampler=optuna.samplers.TPESampler(n_startup_trials=5),
                                     pruner=optuna.pruners.MedianPruner(n_startup_trials=3))
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - a storage that cannot start is a row of the table
         queue.put((0, [f"at start: {type(exc).__name__}: {str(exc).splitlines()[0][:110]}"]))
         return
     for _ in range(n_trials):
@@ -86,7 +86,7 @@ def worker(kind: str, path: str, n_trials: int, n_steps: int, queue) -> None:
             trial.set_constraint("memory", 0.0)
             study.tell(trial, x * y)
             told += 1
-        except Exception as exc:  # keep going: we count what breaks
+        except Exception as exc:  # noqa: BLE001 - keep going: we count what breaks
             errors.append(f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}")
     queue.put((told, errors))
 
@@ -118,7 +118,8 @@ def run(kind: str, workers: int, trials: int, steps: int, cold: bool) -> dict:
             "stored_complete": states.get("COMPLETE", 0),
             "left_running": states.get("RUNNING", 0),
             "dup_numbers": sum(1 for c in numbers.values() if c > 1),
-            "intermediate_ok": sum(len(t.intermediate_values) == steps for t in all_trials if t.state.name == "COMPLETE"),
+            "intermediate_ok": sum(len(t.intermediate_values) == steps
+                                   for t in all_trials if t.state.name == "COMPLETE"),
             "errors": len(errors),
             "first_error": Counter(errors).most_common(1)[0][0] if errors else "",
             "seconds": elapsed,
@@ -136,12 +137,14 @@ def main() -> None:
     args = parser.parse_args()
     print(f"{args.workers} processes x {args.trials} trials x {args.steps} steps (report + should_prune) on one study"
           f", {'cold start (storage created by the workers)' if args.cold else 'storage created beforehand'}")
-    header = f"{'storage':42} {'told':>9} {'complete':>8} {'running':>7} {'dup#':>4} {'steps ok':>8} {'errors':>6} {'s':>6}  first error"
+    header = (f"{'storage':42} {'told':>9} {'complete':>8} {'running':>7} {'dup#':>4} {'steps ok':>8} "
+              f"{'errors':>6} {'s':>6}  first error")
     print(header)
     for kind in args.kinds:
         r = run(kind, args.workers, args.trials, args.steps, args.cold)
         print(f"{kind:42} {r['told']:>4}/{r['expected']:<4} {r['stored_complete']:>8} {r['left_running']:>7} "
-              f"{r['dup_numbers']:>4} {r['intermediate_ok']:>8} {r['errors']:>6} {r['seconds']:>6.1f}  {r['first_error']}")
+              f"{r['dup_numbers']:>4} {r['intermediate_ok']:>8} {r['errors']:>6} {r['seconds']:>6.1f}  "
+              f"{r['first_error']}")
 
 
 if __name__ == "__main__":

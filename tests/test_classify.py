@@ -249,7 +249,8 @@ def test_a_hang_excerpt_names_the_phase_the_trial_was_stopped_in():
         return classify(-15, scan(*lines), steps=steps, stopped="hang", detail="no step").excerpt
 
     assert "phase: starting verl" in stopped_after("Error executing nothing yet")
-    assert "phase: TaskRunner" in stopped_after("ray init kwargs: {}", "INFO worker.py:2029 -- Started a local Ray instance.")
+    assert "phase: TaskRunner" in stopped_after("ray init kwargs: {}",
+                                                "INFO worker.py:2029 -- Started a local Ray instance.")
     # the furthest marker wins: vLLM servers keep printing after initialisation
     vllm_late = stopped_after("ray init kwargs: {}", "INFO:x:all initialize finished, ready to fit",
                               "(vLLMHttpServer pid=12) INFO: engine step")

@@ -32,7 +32,8 @@ class Outer:
     (3, int, True), (True, int, False), (3.0, int, False),
     (3, float, True), ("abc", float, False),
     ("s", str, True), (5, str, True), ([1], str, False),
-    (None, Optional[int], True), (4, Optional[int], True), ("4", Optional[int], False),
+    # verl's dataclasses spell it Optional[...]: typing.Union, not the `int | None` UnionType
+    (None, Optional[int], True), (4, Optional[int], True), ("4", Optional[int], False),  # noqa: UP045
     ({"a": 1}, dict, True),                                 # containers are left to verl
 ])
 def test_scalars_are_checked_as_omegaconfs_structured_merge_would(value, expected, ok):

@@ -17,7 +17,8 @@ def test_grouped(i):
 
 def test_an_xdist_group_runs_on_one_worker(tmp_path: Path):
     (tmp_path / "test_grouped.py").write_text(GROUPED)
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "2", "--dist", "loadgroup", "-p", "no:cacheprovider", "-o", "addopts=", str(tmp_path / "test_grouped.py")],
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "2", "--dist", "loadgroup",
+                           "-p", "no:cacheprovider", "-o", "addopts=", str(tmp_path / "test_grouped.py")],
                           capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-2000:]
     workers = set((tmp_path / "workers.txt").read_text().split())

@@ -54,7 +54,8 @@ def test_the_table_plans_every_util_tp_offload_combination_of_the_composed_trial
     # fits first; edge probes (inside the planner's error band, verlsweep.plan.predictor.band) before infeasible
     assert statuses == sorted(statuses, key=("ok", "tight", "edge", "infeasible").index)
     assert {"ok", "infeasible"} <= set(statuses)
-    bad = next(r for r in rows if (r["util"], r["tp"], r["param_offload"], r["optimizer_offload"]) == (0.9, 2, False, False))
+    bad = next(r for r in rows
+               if (r["util"], r["tp"], r["param_offload"], r["optimizer_offload"]) == (0.9, 2, False, False))
     assert bad["status"] == "infeasible" and bad["binding"] in ("vllm_start", "rollout")
 
 

@@ -40,7 +40,8 @@ TRIALS = [
     ([f"{R}.gpu_memory_utilization=0.6", f"{R}.tensor_model_parallel_size=4"], 120, 1500),
     ([f"{R}.gpu_memory_utilization=0.8", f"{R}.tensor_model_parallel_size=2", f"{A}.ppo_mini_batch_size=64"], 100, 400),
     ([f"{R}.gpu_memory_utilization=0.4", f"{R}.tensor_model_parallel_size=8"], 105, 1900),
-    ([f"{R}.gpu_memory_utilization=0.6", f"{R}.tensor_model_parallel_size=2", "verl.data.train_batch_size=64"], 100, 900),
+    ([f"{R}.gpu_memory_utilization=0.6", f"{R}.tensor_model_parallel_size=2", "verl.data.train_batch_size=64"],
+     100, 900),
 ]
 BASE = ["hardware=a2_64g", "model=qwen3_8b", "algorithm=remax", f"tracking.experiment={EXPERIMENT}"]
 
@@ -62,7 +63,8 @@ def experiment(empty_mlflow_db, tmp_path_factory):
         overrides = [*BASE, f"tracking.uri={uri}", f"tracking.parent_run_id={parent}", f"trial.number={number}", *swept]
         cfg = compose_config(overrides)
         run = tracking.TrialRun.start(cfg, knobs.knobs(cfg, swept))
-        truth_inputs = from_cfg(compose_config([*overrides, f"plan.prompt_tokens={prompt}", f"plan.response_tokens={response}"]))
+        truth_inputs = from_cfg(compose_config([*overrides, f"plan.prompt_tokens={prompt}",
+                                                f"plan.response_tokens={response}"]))
         _log_steps(client, run.run_id, {
             "perf/throughput": predict_sample(Sample("", truth_inputs, "throughput", 1.0), TRUTH),
             "actor/perf/max_memory_allocated_gb": predict_sample(Sample("", truth_inputs, "memory", 1.0), TRUTH),

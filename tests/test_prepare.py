@@ -59,7 +59,8 @@ def test_prepare_returns_the_typed_pieces_of_the_trial():
     assert isinstance(spec.clearance, Clearance) and prepared.clearance is spec.clearance
     assert spec.clearance.memory is not None and spec.clearance.memory.feasible and spec.clearance.enforce
     assert prepared.tracking is False and not prepared.runs_here
-    assert prepared.monitoring.device == "npu" and prepared.monitoring.visible_devices_env == "ASCEND_RT_VISIBLE_DEVICES"
+    assert prepared.monitoring.device == "npu"
+    assert prepared.monitoring.visible_devices_env == "ASCEND_RT_VISIBLE_DEVICES"
 
 
 def test_a_runner_that_needs_files_gets_a_verl_launch_with_its_limits_and_this_machines_cpus():

@@ -109,7 +109,8 @@ def test_only_the_v1_trainer_starts_transfer_queue():
 def test_worker_groups_reserve_max_colocate_count_cpus_per_device():
     _, tree = source("verl.single_controller.ray.base")
     manager = node_named(tree, ast.ClassDef, "ResourcePoolManager")
-    (field,) = [n for n in manager.body if isinstance(n, ast.AnnAssign) and ast.unparse(n.target) == "max_colocate_count"]
+    (field,) = [n for n in manager.body
+                if isinstance(n, ast.AnnAssign) and ast.unparse(n.target) == "max_colocate_count"]
     assert ast.literal_eval(field.value) == ray_demand.MAX_COLOCATE_COUNT
     pgs = ast.unparse(node_named(tree, ast.FunctionDef, "get_placement_groups"))
     assert "bundle = {'CPU': self.max_colocate_count}" in pgs

@@ -28,7 +28,8 @@ TRIALS = [(0.6, 2, True, "completed", 390.0, 35.0), (0.9000000000000001, 2, Fals
           (0.7, 2, False, "completed", 392.0, 35.5), (0.95, 2, False, "infeasible", None, None),
           (0.5, 1, False, "oom", None, None)]
 START_OOM = ("ValueError: Free memory on device (40.10/60.96 GiB) on startup is less than desired GPU memory "
-             "utilization (0.9, 54.86 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.")
+             "utilization (0.9, 54.86 GiB). Decrease GPU memory utilization or reduce GPU memory used by "
+             "other processes.")
 PLANNER_NO = ("rollout: need 68.9 GiB of 60.7 (margin 2.0; headroom -10.2) [trainer residency 12.0, vLLM reservation "
               "54.9] - trainer residency + vLLM's reservation + graph pools exceed HBM when vLLM wakes")
 # per trial: the error text, the failure phase and the trial that ruled it out, as the sweeper records them

@@ -24,7 +24,10 @@ def row(number: int, outcome: str, util: float = 0.5, tp: int = 2, *, excerpt: s
                excerpt=excerpt, phase=phase, ruled_out_by=ruled_out_by)
 
 
-def sweep(rows: list[Row], util_dist=FloatDistribution(0.3, 0.95, step=0.05)) -> Sweep:
+UTIL_DIST = FloatDistribution(0.3, 0.95, step=0.05)
+
+
+def sweep(rows: list[Row], util_dist: FloatDistribution = UTIL_DIST) -> Sweep:
     dists = {UTIL: util_dist, TP: CategoricalDistribution([1, 2, 4, 8]),
              **{n: CategoricalDistribution([True, False]) for n in OFFLOADS}}
     return Sweep(optuna.create_study(), rows, ["objective"], None, list(dists), distributions=dists)

@@ -19,7 +19,8 @@ def test_another_value_of_a_plain_key_composes_as_the_first_did():
 def test_another_config_group_option_an_added_key_or_a_hydra_setting_composes_again():
     first = compose_shape(_job(0.5, 0, "algorithm=grpo"), CHOICES)
     assert compose_shape(_job(0.5, 1, "algorithm=ppo"), CHOICES) != first
-    assert compose_shape(_job(0.5, 1, "+trial.extra=1"), CHOICES) != compose_shape(_job(0.5, 1, "+trial.extra=x"), CHOICES)
+    assert (compose_shape(_job(0.5, 1, "+trial.extra=1"), CHOICES)
+            != compose_shape(_job(0.5, 1, "+trial.extra=x"), CHOICES))
     assert compose_shape(_job(0.5, 1, "hydra.job.chdir=true"), CHOICES) != \
         compose_shape(_job(0.5, 1, "hydra.job.chdir=false"), CHOICES)
 

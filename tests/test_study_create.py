@@ -102,7 +102,7 @@ def test_multi_objective_values_come_from_the_named_trial_result_fields():
                          ids=["tpe", "gp", "nsgaii"])
 def test_constraint_aware_samplers_accept_a_mix_of_feasible_and_violating_trials(sampler):
     study = optuna.create_study(direction="maximize", sampler=sampler)
-    for i in range(8):
+    for _ in range(8):
         trial = study.ask(fixed_distributions=SPACE)
         x = trial.params["x"]
         result = TrialResult("oom") if x > 0.6 else TrialResult("completed", objective=x)

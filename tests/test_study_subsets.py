@@ -6,7 +6,8 @@ from omegaconf import OmegaConf
 
 from verlsweep.study import subsets
 
-NODE = OmegaConf.create({"hardware": {"devices_per_node": 8, "nnodes": 1, "visible_devices_env": "ASCEND_RT_VISIBLE_DEVICES"},
+NODE = OmegaConf.create({"hardware": {"devices_per_node": 8, "nnodes": 1,
+                                      "visible_devices_env": "ASCEND_RT_VISIBLE_DEVICES"},
                          "verl": {"actor_rollout_ref": {"rollout": {"tensor_model_parallel_size": 2}}}})
 TP_SPACE = {subsets.TP: optuna.distributions.CategoricalDistribution([1, 2, 4])}
 

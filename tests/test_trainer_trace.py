@@ -160,5 +160,6 @@ def test_the_checkpoints_config_json_wins_over_the_groups_shapes(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({**TINY, "architectures": ["Qwen3ForCausalLM"]}))
     on_disk = from_cfg(compose_config(["model=qwen3_0_6b", f"model.path={tmp_path}"]))
     assert json.loads(on_disk.model.hf_config)["hidden_size"] == H
-    from_group = json.loads(from_cfg(compose_config(["model=qwen3_0_6b", f"model.path={tmp_path}/absent"])).model.hf_config)
+    group_cfg = compose_config(["model=qwen3_0_6b", f"model.path={tmp_path}/absent"])
+    from_group = json.loads(from_cfg(group_cfg).model.hf_config)
     assert (from_group["model_type"], from_group["hidden_size"], from_group["num_hidden_layers"]) == ("qwen3", 1024, 28)

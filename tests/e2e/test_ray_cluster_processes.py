@@ -78,7 +78,8 @@ def test_head_only_cluster_in_a_real_slurm_job_registers_its_devices_and_leaves_
                            HEAD_ONLY, str(tmp_path)],
                           env={**slurm_cluster.client_env(), "PYTHONPATH": str(REPO)}, cwd=tmp_path,
                           capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:] + "".join(p.read_text()[-2000:] for p in tmp_path.glob("ray-*.log"))
+    ray_logs = "".join(p.read_text()[-2000:] for p in tmp_path.glob("ray-*.log"))
+    assert done.returncode == 0, done.stderr[-3000:] + ray_logs
     line = next(x for x in done.stdout.splitlines() if x.startswith("hosts"))
     assert "NPU 2.0" in line
     tmp = line.split()[-1]

@@ -58,6 +58,7 @@ def test_a_sweep_tells_unschedulable_trials_to_the_sampler_and_goes_on(tiny_mode
     by_outcome = {t.user_attrs["outcome"]: t for t in trials}
     assert set(by_outcome) == {"completed", "unschedulable"}
     told = by_outcome["unschedulable"]
-    assert told.state == optuna.trial.TrialState.COMPLETE and told.constraints == {"0": 1.0}    # the list form (record.results.set_violation)
+    # the list form (reconcile.results.set_violation)
+    assert told.state == optuna.trial.TrialState.COMPLETE and told.constraints == {"0": 1.0}
     assert "never place" in told.user_attrs["excerpt"]
     assert survivors(mark) == []

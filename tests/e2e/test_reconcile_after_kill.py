@@ -97,7 +97,8 @@ def assert_one_story(tmp_path: Path, uri: str) -> list[optuna.trial.FrozenTrial]
 
 def report(tmp_path: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "verlsweep.report", "--status", str(tmp_path / "sweep")],
-                          capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(Path.cwd())})
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(Path.cwd())})
 
 
 def crash_and_rerun(tmp_path: Path, uri: str, args: list[str], env: dict[str, str], point: str, mark: str

@@ -51,7 +51,7 @@ def _measured(row: dict) -> bool:
 def test_an_estimate_sweeps_frontier_names_both_sides_of_each_tps_band_and_why_each_failed(estimate_sweep):
     frontier = {r[0]: r[1:4] for r in cells(estimate_sweep["page"], "OOM frontier per TP")}
     assert set(frontier) == {"tp=1", "tp=8"}
-    for tp, (fit, above, below) in frontier.items():
+    for tp, (fit, above, _below) in frontier.items():
         rows = [r for r in estimate_sweep["rows"] if r[ESTIMATE_TP] == tp[3:]]
         top = max((r for r in rows if r["outcome"] == "completed"), key=_util)
         assert fit == f"{_util(top):.1f} (t{int(top['number']):02d}: completed)"      # util step 0.1

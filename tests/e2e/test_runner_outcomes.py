@@ -38,7 +38,8 @@ def outcome_sweep(tiny_model_dir, gsm8k_dir, empty_mlflow_db, tmp_path_factory):
     """One multirun, one trial per stand-in mode, nested under a parent run."""
     work = tmp_path_factory.mktemp("outcome_sweep")
     base = tiny_overrides(tiny_model_dir, gsm8k_dir, work / "out", copy_store(empty_mlflow_db, work))
-    return mode_sweep(work, base, "e2e-outcomes", MODES, [standin_entrypoint(), "tracking.experiment=ignored-for-children"])
+    return mode_sweep(work, base, "e2e-outcomes", MODES,
+                      [standin_entrypoint(), "tracking.experiment=ignored-for-children"])
 
 
 def test_sweep_ran_every_trial_and_left_no_trial_process(outcome_sweep):

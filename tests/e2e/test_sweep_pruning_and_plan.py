@@ -54,7 +54,8 @@ def test_a_trial_below_the_median_is_pruned_and_its_verl_process_stopped(tiny_mo
 
 def test_a_trial_the_planner_predicts_infeasible_is_tracked_and_never_launched(tiny_model_dir, gsm8k_dir,
                                                                                empty_mlflow_db, tmp_path):
-    """vLLM would refuse to start: 0.99 x 64 GB is more than an A2 device has free (docs/ascend.md, vLLM-Ascend memory rules)."""
+    """vLLM would refuse to start: 0.99 x 64 GB is more than an A2 device has free (docs/ascend.md,
+    vLLM-Ascend memory rules)."""
     uri = copy_store(empty_mlflow_db, tmp_path)
     mark = new_mark()
     proc = run_sweep(tmp_path, [*tiny_overrides(tiny_model_dir, gsm8k_dir, tmp_path / "out", uri),

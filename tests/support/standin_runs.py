@@ -68,7 +68,7 @@ def steps_of(stdout: str, pattern: re.Pattern[str] = PREFIX_V1) -> list[int]:
 
 
 def console_metrics(stdout: str, step: int) -> dict[str, str]:
-    line = next(l for l in stdout.splitlines() if re.search(rf"\) step:{step} - ", l))
+    line = next(s for s in stdout.splitlines() if re.search(rf"\) step:{step} - ", s))
     fields = line.split(") ", 1)[1].split(" - ")[1:]
     return dict(f.split(":", 1) for f in fields)
 

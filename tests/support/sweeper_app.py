@@ -10,12 +10,13 @@ stops the trial with outcome `pruned`.
 Test-only knobs (add with `+app.<key>=`): step_seconds (sleep per step), events (a file that gets
 `start|end <trial> <time> <pid>` lines), together (with events: a trial waits, up to a minute, until
 the `together` trials of its batch have all started, so a test of concurrency never depends on how
-fast the launcher's workers start; with together_until, only trials numbered below it wait), outcome (force an outcome, e.g. crash), raise (raise an
-exception), fail_trials (trial numbers that raise), noise (per-step relative noise), slow_trials
-(trial numbers whose steps take step_seconds x 20), hold (with events, a pair [a, b]: trial a ends only
-once trial b has started, up to a minute: a trial that outlasts others by as long as they take to be
-replaced, however slow the machine), devices (a file that gets `start|end <trial> <time> <visible devices>
-<trainer.n_gpus_per_node> <HCCL_IF_BASE_PORT>` lines, from the trial's env: and verl: config).
+fast the launcher's workers start; with together_until, only trials numbered below it wait), outcome
+(force an outcome, e.g. crash), raise (raise an exception), fail_trials (trial numbers that raise),
+noise (per-step relative noise), slow_trials (trial numbers whose steps take step_seconds x 20), hold
+(with events, a pair [a, b]: trial a ends only once trial b has started, up to a minute: a trial
+that outlasts others by as long as they take to be replaced, however slow the machine), devices (a
+file that gets `start|end <trial> <time> <visible devices> <trainer.n_gpus_per_node>
+<HCCL_IF_BASE_PORT>` lines, from the trial's env: and verl: config).
 """
 from __future__ import annotations
 

@@ -85,7 +85,7 @@ def _type_check(node: Any, path: str) -> list[Problem]:
 def _type_hints(cls: type) -> dict[str, Any]:
     try:
         return typing.get_type_hints(cls)
-    except Exception:  # unresolvable forward references: fall back to the raw annotations
+    except Exception:  # noqa: BLE001 - unresolvable forward references: fall back to the raw annotations
         return {f.name: f.type for f in dataclasses.fields(cls) if isinstance(f.type, type)}
 
 
@@ -160,7 +160,8 @@ def _verl_code_digest() -> str:
     spec = importlib.util.find_spec("verl")
     if spec is not None and spec.submodule_search_locations:
         base = Path(next(iter(spec.submodule_search_locations)))
-        modules = [*sorted((base / "workers" / "config").glob("*.py")), *sorted((base / "trainer" / "config").glob("*.py")),
+        modules = [*sorted((base / "workers" / "config").glob("*.py")),
+                   *sorted((base / "trainer" / "config").glob("*.py")),
                    base / "utils" / "config.py", base / "trainer" / "ppo" / "core_algos.py",
                    base / "trainer" / "ppo" / "utils.py"]
         disk_cache.add_files(digest, base, [m for m in modules if m.is_file()])

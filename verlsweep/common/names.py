@@ -68,7 +68,7 @@ OVERRIDES_ATTR = "overrides"                   # trial user attr: the overrides 
 REUSED_FROM_ATTR = "reused_from"               # trial user attr: the trial whose measurement it repeats
 REUSED_RUN_ATTR = "reused_run_id"              # trial user attr: that trial's MLflow run
 FAILURE_PHASE_ATTR = "failure_phase"          # trial user attr: TrialResult.failure_phase of an `oom`
-RULED_OUT_ATTR = "ruled_out_by"                # trial user attr: the trial whose outcome proves it fails (never launched)
+RULED_OUT_ATTR = "ruled_out_by"                # trial user attr: the trial whose outcome proves it fails (unlaunched)
 PROVEN_FIT_ATTR = "proven_fit_by"              # trial user attr: the trial whose fit proves this one fits
 RULED_OUT_RULE_ATTR = "ruled_out_rule"         # trial user attr: the verlsweep.proofs.rules rule that proves it
 

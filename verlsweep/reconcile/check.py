@@ -64,7 +64,9 @@ def expected_status(t: FrozenTrial) -> tuple[str, ...]:
     if t.state == TrialState.PRUNED:
         return ("KILLED",)
     preferred = status_for(outcome(t))
-    return (preferred, "FAILED" if preferred == "KILLED" else "KILLED") if preferred != "FINISHED" else ("FAILED", "KILLED")
+    if preferred == "FINISHED":
+        return ("FAILED", "KILLED")
+    return (preferred, "FAILED" if preferred == "KILLED" else "KILLED")
 
 
 def counted(study: optuna.Study) -> list[FrozenTrial]:

@@ -140,7 +140,8 @@ def settle(study: optuna.Study, t: FrozenTrial, *, stop_grace_s: float, tell: Te
         return None
 
 
-def _orphaned(study: optuna.Study, t: FrozenTrial, stopped: list[dict[str, Any]], retry: Retry | None) -> Settled | None:
+def _orphaned(study: optuna.Study, t: FrozenTrial, stopped: list[dict[str, Any]],
+              retry: Retry | None) -> Settled | None:
     storage = optuna_private.storage(study)
     trial_id = optuna_private.trial_id(t)
     note = (f"its sweep process died while it ran; {len(stopped)} process(es) of it were still running and "

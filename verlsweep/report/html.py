@@ -18,8 +18,10 @@ BEST_LAUNCH = "best_launch.sh"      # written by the sweeper beside trials.csv a
 
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#212529}
-table{border-collapse:collapse;font-size:13px;margin:.5em 0}td,th{border:1px solid #dee2e6;padding:2px 8px;text-align:right}
-td.l,th.l{text-align:left}tr.best{background:#ebfbee;font-weight:600}pre{background:#f8f9fa;padding:1em;overflow-x:auto;font-size:12px}
+table{border-collapse:collapse;font-size:13px;margin:.5em 0}
+td,th{border:1px solid #dee2e6;padding:2px 8px;text-align:right}
+td.l,th.l{text-align:left}tr.best{background:#ebfbee;font-weight:600}
+pre{background:#f8f9fa;padding:1em;overflow-x:auto;font-size:12px}
 img{max-width:100%;border:1px solid #dee2e6}.note{color:#868e96}
 """
 
@@ -70,7 +72,8 @@ def text_summary(sweep: Sweep, sweep_dir: Path | None = None) -> str:
             f"{n}={_num(v)}" for n, v in zip(sweep.objectives, best.values)))
         lines += [f"  {k}={sweep.shown(k, v)}" for k, v in best.params.items()]
     for c in combos(sweep):
-        sides = [(what, side) for what, side in (("completed up to", c.highest_fit), ("failed above at", c.failed_above),
+        sides = [(what, side) for what, side in (("completed up to", c.highest_fit),
+                                                  ("failed above at", c.failed_above),
                                                   ("failed below at", c.failed_below)) if side is not None]
         if sides:     # a combination with only pruned or crashed trials says nothing about memory
             lines.append(f"{c.label}: " + "; ".join(f"{what} {_side(sweep, side, brief=True)}" for what, side in sides))
@@ -158,7 +161,8 @@ def render(sweep: Sweep, plots: list[Plot], sweep_dir: Path | None) -> str:
     if best is not None:
         values = ", ".join(f"{n} = {_num(v)}" for n, v in zip(sweep.objectives, best.values))
         knobs = "".join(f"{k}={sweep.shown(k, v)}\n" for k, v in best.params.items())
-        best_html = f"<p>trial {best.number} ({html.escape(best.knobs)}): {html.escape(values)}</p><pre>{html.escape(knobs)}</pre>"
+        best_html = (f"<p>trial {best.number} ({html.escape(best.knobs)}): {html.escape(values)}</p>"
+                     f"<pre>{html.escape(knobs)}</pre>")
     # collapsed, after the plots: a ~60-line script must not fill the first screen
     launch_html = (f"<details id='launch-details'><summary>Launch command (best_launch.sh, "
                    f"{len(launch.splitlines())} lines)</summary><pre id='launch'>{html.escape(launch)}</pre></details>"

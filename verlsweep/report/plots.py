@@ -142,8 +142,8 @@ def util_by_tp_figure(sweep: Sweep) -> Any:
     handles = {h.get_label(): h for ax in axes.flat for h in ax.collections}
     fig.tight_layout(rect=(0, 0, 1 - 1.4 / fig.get_figwidth(), 1))
     # outside the panels, right of the last column: it never covers a point
-    fig.legend(list(handles.values()), list(handles), loc="center left", bbox_to_anchor=(1 - 1.35 / fig.get_figwidth(), 0.5),
-               fontsize=8, frameon=False)
+    fig.legend(list(handles.values()), list(handles), loc="center left",
+               bbox_to_anchor=(1 - 1.35 / fig.get_figwidth(), 0.5), fontsize=8, frameon=False)
     return fig
 
 
@@ -189,7 +189,8 @@ def frontier_figure(sweep: Sweep) -> Any:
     ax.set_ylim(len(items) - 0.4, -0.6)          # the first combination (smallest TP, fewest offloads) on top
     ax.set_xlim(grid[0] - width, grid[-1] + width)
     ax.set_xlabel("util")
-    keys = [plt.Rectangle((0, 0), 0, 0, color=color, label=f"proven {verdict}" if verdict != "unknown" else "not proven")
+    keys = [plt.Rectangle((0, 0), 0, 0, color=color,
+                          label=f"proven {verdict}" if verdict != "unknown" else "not proven")
             for verdict, color in VERDICT_COLORS.items()]
     handles = {h.get_label(): h for h in [*ax.collections, *keys]}
     ax.legend(list(handles.values()), list(handles), loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8,

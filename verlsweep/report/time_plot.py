@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from verlsweep.common.time_split import OTHER, PHASES, from_predicted, measured_split
 from verlsweep.report.data import Row, Sweep
+
+if TYPE_CHECKING:     # plots imports this module: the class is imported where it is used
+    from verlsweep.report.plots import Plot
 
 # one colour per phase, measured and predicted alike (the predicted bar is hatched)
 PHASE_COLORS = dict(zip((*PHASES, OTHER), ("#e8590c", "#1c7ed6", "#9c36b5", "#0ca678", "#f783ac", "#c92a2a",

@@ -137,7 +137,8 @@ def open_study(url: str | None, name: str, directions: list[str], sampler: optun
         study = optuna.create_study(storage=storage, study_name=name, sampler=sampler,
                                     pruner=pruner_from_spec(pruner), directions=directions, load_if_exists=True)
     except ValueError as exc:
-        raise SearchSpaceError([Problem("hydra.sweeper.study_name", name, f"a study this sweep can join ({exc})")])
+        raise SearchSpaceError([Problem("hydra.sweeper.study_name", name,
+                                        f"a study this sweep can join ({exc})")]) from None
     existing = [d.name.lower() for d in study.directions]
     if existing != directions:
         raise SearchSpaceError([Problem("hydra.sweeper.direction", directions,

@@ -47,7 +47,7 @@ def _device_monitor_class() -> type:
         def collect_metrics(self) -> None:
             try:
                 readings, _ = self.reader.read()
-            except Exception as exc:  # a reader bug must not stop CPU/RAM sampling or the trial
+            except Exception as exc:  # noqa: BLE001 - a reader bug must not stop CPU/RAM sampling or the trial
                 log.warning("device monitor: %s", exc)
                 return
             now = time.time()
@@ -100,7 +100,7 @@ class TrialMonitor:
             if any(m.metrics for m in self._mon.monitors):
                 self._mon.publish_metrics(self._mon.aggregate_metrics())
                 self._mon.mlflow_logger.flush()
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - system metrics are extras: the trial's result stands
             log.warning("MLflow system metrics: %s", exc)
         return self.devices.peak if self.devices is not None else None
 

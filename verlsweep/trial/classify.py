@@ -184,11 +184,11 @@ def _clip(text: str) -> str:
 
 def last_error(lines: Iterable[str], context: int = 20) -> str | None:
     """The last exception line of a tail (or its last lines) as the excerpt of an unexplained crash."""
-    lines = [strip_prefix(l) for l in lines]
+    lines = [strip_prefix(line) for line in lines]
     for i in range(len(lines) - 1, -1, -1):
         if _EXCEPTION_LINE.match(lines[i].strip()):
             return _clip(lines[i].strip())
-    tail = [l for l in lines[-context:] if l.strip()]
+    tail = [line for line in lines[-context:] if line.strip()]
     return _clip("\n".join(tail)) if tail else None
 
 
@@ -221,7 +221,7 @@ def classify(returncode: int | None, scanner: LogScanner, *, steps: int,
         phase = scanner.oom_phase(pattern) if pattern.outcome == "oom" else None
         return Diagnosis(pattern.outcome, reason, excerpt, phase)
     if stopped in ("timeout", "hang"):
-        last = "\n".join(strip_prefix(l) for l in list(scanner.tail)[-5:])
+        last = "\n".join(strip_prefix(line) for line in list(scanner.tail)[-5:])
         phase = f"training, after step {steps}" if steps else scanner.phase
         return Diagnosis(stopped, detail or stopped,
                        _clip(f"{detail or stopped}; phase: {phase}; last output:\n{last}"))

@@ -127,20 +127,20 @@ class Nvml(_Once):
                 mem = nv.nvmlDeviceGetMemoryInfo(h)
                 readings.append(DeviceReading(
                     i, mem.used / GIB, mem.total / GIB, float(nv.nvmlDeviceGetUtilizationRates(h).gpu),
-                    _optional(lambda: nv.nvmlDeviceGetPowerUsage(h) / 1000.0),          # mW -> W
-                    _optional(lambda: float(nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)))))
-                for p in _optional(lambda: nv.nvmlDeviceGetComputeRunningProcesses(h)) or []:
+                    _optional(lambda h=h: nv.nvmlDeviceGetPowerUsage(h) / 1000.0),          # mW -> W
+                    _optional(lambda h=h: float(nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)))))
+                for p in _optional(lambda h=h: nv.nvmlDeviceGetComputeRunningProcesses(h)) or []:
                     users.append(DeviceUser(i, int(p.pid), _process_name(int(p.pid)),
                                             (p.usedGpuMemory or 0) / GIB))
             return readings, users
-        except Exception as exc:  # ImportError, NVMLError_LibraryNotFound, a driver error, ...
+        except Exception as exc:  # noqa: BLE001 - ImportError, NVMLError_LibraryNotFound, a driver error, ...
             return self.fail(f"NVML: {type(exc).__name__}: {exc}")
 
 
 def _optional(read):
     try:
         return read()
-    except Exception:
+    except Exception:  # noqa: BLE001 - an optional NVML field: absent is the answer
         return None
 
 

@@ -52,5 +52,5 @@ class LiveTail:
         from rich.panel import Panel
         from rich.text import Text
 
-        body = Text("\n".join(l[:200] for l in self._buf), no_wrap=True, overflow="ellipsis")
+        body = Text("\n".join(line[:200] for line in self._buf), no_wrap=True, overflow="ellipsis")
         return Panel(body, title=self.title, title_align="left", height=self.lines + 2)

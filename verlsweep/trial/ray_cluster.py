@@ -134,8 +134,8 @@ class RayCluster:
 
     def resources(self) -> dict[str, float]:
         """What the cluster has registered, read by a short-lived driver (keeps this process Ray-free)."""
-        code = ("import json, ray; ray.init(address=%r, log_to_driver=False, logging_level='ERROR'); "
-                "print(json.dumps(ray.cluster_resources())); ray.shutdown()" % self.address)
+        code = (f"import json, ray; ray.init(address={self.address!r}, log_to_driver=False, logging_level='ERROR'); "
+                "print(json.dumps(ray.cluster_resources())); ray.shutdown()")
         done = subprocess.run([self.python, "-c", code], env=self.env, capture_output=True, text=True, timeout=120)
         if done.returncode:
             return {}

@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
                     client = GcsClient(address=address)
             if client is not None:
                 print(json.dumps(snapshot(client)), flush=True)
-        except Exception as exc:  # the cluster is starting or gone: say so and keep polling
+        except Exception as exc:  # noqa: BLE001 - the cluster is starting or gone: say so and keep polling
             print(json.dumps({"error": f"{type(exc).__name__}: {exc}"[:300]}), flush=True)
         time.sleep(args.interval)
     return 0

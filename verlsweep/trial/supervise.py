@@ -116,7 +116,7 @@ class Supervised:
             self._log.write(raw)
             try:
                 self._on_line(raw.decode("utf-8", "replace"))
-            except Exception:  # a display/parse bug must not stop the log copy
+            except Exception:  # noqa: BLE001 - a display/parse bug must not stop the log copy
                 pass
 
     def wait(self, timeout: float) -> int | None:

@@ -81,7 +81,7 @@ class StandinRun(TrackingMixin, FailureMixin):
         os.environ.update(self.actor_env)
         try:
             error = self._task_runner(config, OmegaConf)
-        except Exception as exc:  # whatever else the actor raises reaches the driver as RayTaskError(<type>)
+        except Exception as exc:  # noqa: BLE001 - whatever else the actor raises reaches the driver as RayTaskError
             self.finish(exit_code=1)
             error = self._actor_exception(exc)
         finally:

@@ -33,9 +33,10 @@ What is real and what is simulated
   ``finally`` nor mlflow's ``atexit`` end it) and is never touched when the failure happens before ``fit()``
   (``no_devices``, ``vllm_*``, ``hccl_connect_timeout``, ``fail_at_step=0``): no MLflow join and no JSONL file.
 * **Environment**: the "actor" part runs with the driver's environment plus the composed
-  ``ray_kwargs.ray_init.runtime_env.env_vars`` (verl's defaults and any ``+ray_kwargs.ray_init.runtime_env.env_vars.X=``),
-  as Ray's actors do, so ``MLFLOW_RUN_ID``/``VERL_FILE_LOGGER_PATH`` may come either way. With ``RAY_ADDRESS`` set
-  (an existing cluster, whose raylets start the actors with their own environment) the driver's environment is
+  ``ray_kwargs.ray_init.runtime_env.env_vars`` (verl's defaults and any
+  ``+ray_kwargs.ray_init.runtime_env.env_vars.X=``), as Ray's actors do, so
+  ``MLFLOW_RUN_ID``/``VERL_FILE_LOGGER_PATH`` may come either way. With ``RAY_ADDRESS`` set (an existing
+  cluster, whose raylets start the actors with their own environment) the driver's environment is
   dropped first, but for ``CLUSTER_ENV``; only the runtime_env reaches the actor. Like verl, Hydra writes its
   run dir (``outputs/<date>/<time>/.hydra``, ``main_ppo.log``) under the cwd unless ``hydra.run.dir=`` is given.
 * **Console**: driver lines go to the process stdout/stderr unprefixed; "actor" lines carry Ray's log prefix

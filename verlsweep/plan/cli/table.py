@@ -83,8 +83,9 @@ def render(inp: PlanInputs, rows: list[Row], console: Console | None = None, *, 
         v = r.verdict
         style = _STATUS_STYLE[v.status]
         mark = "*" if r.current else ""
+        offload = f"{'T' if r.param_offload else 'F'}/{'T' if r.optimizer_offload else 'F'}"
         table.add_row(
-            f"{mark}{r.util:.2f}", str(r.tp), f"{'T' if r.param_offload else 'F'}/{'T' if r.optimizer_offload else 'F'}",
+            f"{mark}{r.util:.2f}", str(r.tp), offload,
             *[f"{v.phases[p]:.1f}" if p in v.phases else "-" for p in phases],
             v.binding, f"[{style}]{EDGE_PROBE if v.edge_probe else v.status}[/]", f"{v.tok_s:.0f}",
         )
@@ -94,7 +95,8 @@ def render(inp: PlanInputs, rows: list[Row], console: Console | None = None, *, 
     console.print("* the composed config's own knobs. ok: fits with the margin; tight: only without it; "
                   f"{EDGE_PROBE}: does not fit as predicted but does at the favourable end of the planner's "
                   "error band (trainer terms "
-                  f"±{rows[0].verdict.trainer_error if rows else 0:.1%}, other modelled terms ±{band.ROLLOUT_ERROR:.1%}): "
+                  f"±{rows[0].verdict.trainer_error if rows else 0:.1%}, "
+                  f"other modelled terms ±{band.ROLLOUT_ERROR:.1%}): "
                   "launched, named so; infeasible: does not fit even there (preflight skips it when "
                   "plan.enforce). Columns are phases: "
                   "start = vLLM's start check, rollout = generation with the trainer's residency, "

@@ -121,7 +121,7 @@ def harvest(tracking_uri: str, experiment: str, *, warmup_steps: int = 1,
         except NotPlannable as exc:
             out.skipped[rid] = f"not plannable: {exc}"
             continue
-        except Exception as exc:   # a config that no longer composes (renamed group, removed key)
+        except Exception as exc:  # noqa: BLE001 - a config that no longer composes (renamed group, removed key)
             out.skipped[rid] = f"does not compose: {type(exc).__name__}: {exc}"
             continue
         label = f"{tags.get('mlflow.runName', rid)}"

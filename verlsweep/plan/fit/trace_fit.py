@@ -172,7 +172,8 @@ def held_out(cal: Calibration, samples: list[TraceSample]) -> dict[str, GroupErr
             for g, mine in groups.items()}
 
 
-def report(cal: Calibration, samples: list[TraceSample], fitted: Constants, log=print) -> dict[str, dict[str, GroupError]]:
+def report(cal: Calibration, samples: list[TraceSample], fitted: Constants,
+           log=print) -> dict[str, dict[str, GroupError]]:
     """Per group: the packaged constants, the fit (in-sample) and leave-one-group-out (held out)."""
     groups = by_group(samples)
     tables = {"packaged": {g: GroupError.of(g, s, cal.constants) for g, s in groups.items()},

@@ -66,6 +66,7 @@ def adjust(parts: dict[str, float], inp: PlanInputs, c: Constants, lengths: Leng
         if part not in out:
             continue
         micro = micro_tokens(inp, role, lengths, update=update)
-        out[part] = out[part] / micro_efficiency(micro, c) + _a2a_s(inp, role, tokens, c, n * (role.epochs if update else 1))
+        calls = n * (role.epochs if update else 1)
+        out[part] = out[part] / micro_efficiency(micro, c) + _a2a_s(inp, role, tokens, c, calls)
     out["gen"] = out.get("gen", 0.0) + _prefill_chunks_s(inp, c, lengths)
     return out

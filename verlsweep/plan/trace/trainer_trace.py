@@ -17,8 +17,9 @@ analytically, verlsweep.plan.predictor.trainer_memory; collectives and Ulysses' 
   verl computes it (entropy_from_logits, entropy_from_logits_with_chunking, or under
   torch.utils.checkpoint when entropy_checkpointing). A forward-only pass (old / ref log-prob, critic
   values) runs under no_grad. A mixture-of-experts layer runs transformers' default experts
-  implementation (grouped_mm for Qwen3-MoE in transformers 5), routing every token. The critic is AutoModelForTokenClassification with one label
-  (fsdp_workers.py CriticWorker: `critic_model_config.num_labels = 1`, load_valuehead_model).
+  implementation (grouped_mm for Qwen3-MoE in transformers 5), routing every token. The critic is
+  AutoModelForTokenClassification with one label (fsdp_workers.py CriticWorker:
+  `critic_model_config.num_labels = 1`, load_valuehead_model).
   The figure is the peak of everything but the parameters and accumulated gradients: activations,
   logits and temporaries.
 * the states (`trace_states`): the model in fsdp_config.model_dtype (fp32 by default:

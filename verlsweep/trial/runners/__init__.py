@@ -31,5 +31,5 @@ def get_runner(name: str) -> Runner:
     except ModuleNotFoundError as exc:
         if exc.name != module_name:
             raise
-        raise ConfigError([Problem("runner.name", name, f"runner module {module_name} is not installed")])
+        raise ConfigError([Problem("runner.name", name, f"runner module {module_name} is not installed")]) from None
     return getattr(module, cls_name)()
