@@ -53,7 +53,7 @@ class SpaceConfigSource(ConfigSource):
 
     def is_config(self, config_path: str) -> bool:
         inside = self._inside(config_path)
-        return bool(inside) and self._files.is_config(inside)
+        return inside is not None and inside != "" and self._files.is_config(inside)
 
     def list(self, config_path: str, results_filter: ObjectType | None) -> builtins.list[str]:
         if config_path == "":

@@ -243,9 +243,9 @@ def register() -> None:
                        ("boundary", BoundarySamplerConfig), ("cmaes", CmaEsSamplerConfig),
                        ("motpe", MOTPESamplerConfig)):
         cs.store(group="hydra/sweeper/sampler", name=name, node=node, provider="verlsweep")
-    for name, node in (("median", MedianPrunerConfig), ("percentile", PercentilePrunerConfig),
+    for name, pruner in (("median", MedianPrunerConfig), ("percentile", PercentilePrunerConfig),
                        ("hyperband", HyperbandPrunerConfig), ("none", NopPrunerConfig)):
-        cs.store(group="hydra/sweeper/pruner", name=name, node=node, provider="verlsweep")
+        cs.store(group="hydra/sweeper/pruner", name=name, node=pruner, provider="verlsweep")
     resolvers.register()
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from verlsweep.command.hydra_compose import compose_dir
 from verlsweep.command.launch_script import export_lines
@@ -17,7 +17,7 @@ from verlsweep.command.rules import check_rules
 from verlsweep.command.verl_check import check_with_verl
 from verlsweep.common.errors import ConfigError
 from verlsweep.common.names import COMMAND_JSON
-from verlsweep.config import check_resolves, flatten
+from verlsweep.config import check_resolves, flatten, plain
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ def _plus_rule(use_schema: bool):
 
 def trial_env(cfg: DictConfig) -> dict[str, str]:
     """The environment the trial adds: the hardware's variables plus `env.*` overrides, as strings."""
-    env = OmegaConf.to_container(cfg.get("env") or {}, resolve=True)
+    env: dict[str, Any] = plain(cfg.get("env") or {})
     out = {}
     for key, value in env.items():
         if isinstance(value, bool):
@@ -87,7 +87,7 @@ def trial_env(cfg: DictConfig) -> dict[str, str]:
 
 
 def entrypoint(cfg: DictConfig) -> list[str]:
-    return [str(a) for a in OmegaConf.to_container(cfg.runner.entrypoint, resolve=True)]
+    return [str(a) for a in plain(cfg.runner.entrypoint)]
 
 
 def build_command(cfg: DictConfig, *, require_paths: bool = True) -> Command:

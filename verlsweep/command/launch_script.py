@@ -17,7 +17,7 @@ import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
@@ -134,9 +134,10 @@ def to_bash_expr(raw: str, cfg: DictConfig, depth: int = 0) -> str | None:
                     return None
                 expr = f"${{{name}:-{sub}}}"
         elif _KEY.fullmatch(inner):
-            expr = _key_expr(inner, cfg, depth + 1)
-            if expr is None:
+            key_expr = _key_expr(inner, cfg, depth + 1)
+            if key_expr is None:
                 return None
+            expr = key_expr
         else:
             return None
         out.append(expr)
@@ -150,7 +151,7 @@ def _raw(cfg: DictConfig, key: str) -> Any:
     node = OmegaConf.select(cfg, parent) if parent else cfg
     if not isinstance(node, DictConfig) or leaf not in node:
         raise KeyError(key)
-    return OmegaConf.to_container(node, resolve=False)[leaf]
+    return cast(dict[str, Any], OmegaConf.to_container(node, resolve=False))[leaf]
 
 
 def _key_expr(key: str, cfg: DictConfig, depth: int = 0) -> str | None:

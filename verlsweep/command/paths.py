@@ -1,7 +1,9 @@
 """The files a trial reads: model dirs and parquet files (an error in a real run, a warning in a dry run)."""
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -28,7 +30,8 @@ def check_paths(cfg: DictConfig) -> list[MissingPath]:
                                         rule="an HF model directory", groups=("model", "paths")))
     for key in ("verl.data.train_files", "verl.data.val_files"):
         files = _get(cfg, key)
-        for f in files if isinstance(files, (list, tuple)) or OmegaConf.is_list(files) else [files]:
+        listed = isinstance(files, (list, tuple)) or OmegaConf.is_list(files)
+        for f in cast(Iterable[Any], files) if listed else [files]:
             if f and not Path(str(f)).expanduser().is_file():
                 problems.append(MissingPath(key, f, "set VERLSWEEP_DATA_ROOT or paths.data_root",
                                             rule="a parquet file", groups=("data", "paths")))

@@ -64,7 +64,7 @@ def _type_check(node: Any, path: str) -> list[Problem]:
         return []
     module_name, _, cls_name = node["_target_"].rpartition(".")
     cls = getattr(importlib.import_module(module_name), cls_name, None)
-    if cls is None or not dataclasses.is_dataclass(cls):
+    if not isinstance(cls, type) or not dataclasses.is_dataclass(cls):
         return []
     problems: list[Problem] = []
     scalars = {}

@@ -12,6 +12,7 @@ import importlib.util
 import json
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import hydra
 import omegaconf
@@ -126,7 +127,7 @@ def leaf_keys() -> tuple[str, ...]:
 
 def has_key(path: str) -> bool:
     """Whether `path` (dotted) exists in verl's composed default config."""
-    node = defaults()
+    node: Any = defaults()
     for part in path.split("."):
         # `in` is False for MISSING (???) values such as rollout.name, which verl still defines
         if not isinstance(node, DictConfig) or part not in node.keys():

@@ -14,7 +14,12 @@ MAX_DECIMALS = 12
 
 def decimals_of(*numbers: float) -> int:
     """The decimal digits the numbers are written with: 0.3 -> 1, 0.05 -> 2, 1e-05 -> 5, 2 -> 0."""
-    return max(max(0, -Decimal(repr(float(x))).normalize().as_tuple().exponent) for x in numbers)
+    return max(max(0, -_exponent(float(x))) for x in numbers)
+
+
+def _exponent(x: float) -> int:
+    exponent = Decimal(repr(x)).normalize().as_tuple().exponent
+    return exponent if isinstance(exponent, int) else 0    # 'n'/'N'/'F': nan and inf have no digits
 
 
 def discrete_values(dist: BaseDistribution, decimals: int | None = None) -> list[Any] | None:

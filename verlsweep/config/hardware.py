@@ -7,8 +7,13 @@ refuses to predict and says which (verlsweep.plan.predictor.inputs), a real run 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from verlsweep.config.node import ConfigNode
+
+# the numbers a profile may leave out (None): the planner's inputs refuse a profile that lacks one it needs
+Number = Literal["hbm_total_gb", "hbm_usable_gb", "idle_reserved_gb", "bf16_tflops", "hbm_bandwidth_gbs",
+                 "host_link_gbs", "host_memory_gb"]
 
 
 @dataclass(frozen=True)
@@ -32,6 +37,13 @@ class Hardware(ConfigNode):
     def world(self) -> int:
         return self.devices_per_node * self.nnodes
 
+    def stated(self, name: Number) -> float:
+        """A number the planner reads, which its inputs have checked is stated."""
+        value = getattr(self, name)
+        if value is None:
+            raise ValueError(f"hardware.{name} is not stated (the planner's inputs check it first)")
+        return float(value)
+
     @property
     def capacity_gb(self) -> float:
         """What processes can allocate on one device (the planner has checked the numbers are stated).
@@ -40,5 +52,4 @@ class Hardware(ConfigNode):
         capacity (hbm_usable_gb, the figure vLLM multiplies by gpu_memory_utilization): the two
         describe the same gap, so the smaller is used rather than subtracting it twice.
         """
-        assert self.hbm_usable_gb is not None and self.hbm_total_gb is not None and self.idle_reserved_gb is not None
-        return min(self.hbm_usable_gb, self.hbm_total_gb - self.idle_reserved_gb)
+        return min(self.stated("hbm_usable_gb"), self.stated("hbm_total_gb") - self.stated("idle_reserved_gb"))

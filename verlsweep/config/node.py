@@ -31,6 +31,13 @@ from verlsweep.common.errors import ConfigError, Problem
 
 N = TypeVar("N", bound="ConfigNode")
 D = TypeVar("D")      # any dataclass (the sweeper's config dataclass too)
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _per_class(fn: F) -> F:
+    """functools.cache that keeps the function's signature for mypy (its wrapper takes only Hashable, which
+    mypy does not see a `type[D]` as)."""
+    return cast(F, cache(fn))
 
 
 class ConfigNode(Mapping[str, Any]):
@@ -48,12 +55,12 @@ class ConfigNode(Mapping[str, Any]):
         return len(_names(type(self)))
 
 
-@cache
+@_per_class
 def _names(cls: type) -> tuple[str, ...]:
     return tuple(f.name for f in fields(cls))
 
 
-@cache
+@_per_class
 def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
@@ -112,7 +119,8 @@ def convert(cls: type[D], node: Any, key: str) -> D:
                 raise
             if isinstance(exc, ConfigKeyError):     # a key a nested node (study.guide) does not have
                 parent = ".".join([key, *parts[:-1]])
-                allowed = f"a key of {parent}: {', '.join(_names(hint))}" if is_dataclass(hint) else "a known key"
+                nested = _node_class(hint)
+                allowed = f"a key of {parent}: {', '.join(_names(nested))}" if nested else "a known key"
                 problems.append(Problem(f"{key}.{exc.full_key}", _at(data, parts), allowed))
             else:
                 problems.append(Problem(f"{key}.{exc.full_key}", _at(data, parts),
@@ -125,17 +133,22 @@ def convert(cls: type[D], node: Any, key: str) -> D:
     return _with_tuples(out)
 
 
-@cache
+@_per_class
 def _schema(cls: type) -> Any:
     """The class as OmegaConf's structured node (OmegaConf.merge copies it: one per class is enough), opened
     for the merge: a frozen dataclass's node and every node nested in it are read-only."""
     node = OmegaConf.structured(cls)
     OmegaConf.set_readonly(node, False)
     for f in fields(cls):         # a nested node (study.guide) exists, open, for the merge to fill in
-        hint = _hints(cls)[f.name]
-        if is_dataclass(hint) and OmegaConf.is_missing(node, f.name):
-            node[f.name] = _schema(hint)
+        nested = _node_class(_hints(cls)[f.name])
+        if nested is not None and OmegaConf.is_missing(node, f.name):
+            node[f.name] = _schema(nested)
     return node
+
+
+def _node_class(hint: Any) -> type | None:
+    """The dataclass a field's type names (a nested node such as study.guide), else None."""
+    return hint if isinstance(hint, type) and is_dataclass(hint) else None
 
 
 def _with_tuples(out: D) -> D:
@@ -145,7 +158,7 @@ def _with_tuples(out: D) -> D:
     return replace(cast(Any, out), **lists) if lists else out
 
 
-@cache
+@_per_class
 def _casts(cls: type) -> dict[str, Callable[[Any], Any] | None]:
     """Per field, the type a plain value is cast to (None: kept as it is)."""
     out: dict[str, Callable[[Any], Any] | None] = {}

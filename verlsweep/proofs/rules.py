@@ -38,8 +38,16 @@ def _fewer(a: Mapping[str, object], b: Mapping[str, object]) -> bool:
     return all(y or not x for x, y in zip(_offs(a), _offs(b)))
 
 
+def _num(params: Mapping[str, object], key: str) -> float:
+    """A numeric knob of a trial's params (util, TP) as a number."""
+    value = params[key]
+    if not isinstance(value, (int, float, str)):
+        raise TypeError(f"{key}={value!r} is not a number")
+    return float(value)
+
+
 def _same_tp(a: Mapping[str, object], b: Mapping[str, object]) -> bool:
-    return int(a[TP]) == int(b[TP])
+    return _num(a, TP) == _num(b, TP)
 
 
 @dataclass(frozen=True)
@@ -59,7 +67,7 @@ RULES: tuple[Rule, ...] = (
     # vLLM asks for util x total HBM at start and raises when less is free; re-mapping the KV cache for a
     # rollout needs its util share again next to what the trainer keeps; fewer offloads leave less free
     Rule("vllm start / wake-up: higher util, same or fewer offloads", _oom("vllm_start", "rollout_wake"),
-         lambda t, c: _same_tp(t, c) and float(c[UTIL]) >= float(t[UTIL]) - _EPS and _fewer(c, t), "fail",
+         lambda t, c: _same_tp(t, c) and _num(c, UTIL) >= _num(t, UTIL) - _EPS and _fewer(c, t), "fail",
          "vllm/v1/worker/gpu_worker.py init_device / determine_available_memory ('Free memory on device "
          "... is less than desired GPU memory utilization'); verl/workers/engine_workers.py update_weights "
          "offloads the actor (engine.to('cpu')) only when its offload is on, then resumes kv_cache"),
@@ -73,13 +81,13 @@ RULES: tuple[Rule, ...] = (
     # the KV cache is util x total minus the engine's own non-KV memory: a lower util only shrinks it (kept
     # to the same offloads: whether other processes' memory enters the profile is not relied on)
     Rule("kv cache too small: lower util, same TP and offloads", _oom("kv_cache"),
-         lambda t, c: _same_tp(t, c) and float(c[UTIL]) <= float(t[UTIL]) + _EPS and _offs(c) == _offs(t), "fail",
+         lambda t, c: _same_tp(t, c) and _num(c, UTIL) <= _num(t, UTIL) + _EPS and _offs(c) == _offs(t), "fail",
          "vllm/v1/worker/gpu_worker.py determine_available_memory (requested_memory - non_kv_cache_memory); "
          "vllm/v1/core/kv_cache_utils.py _check_enough_kv_cache_memory"),
     # a fit passed vLLM's start check (holds at its util with more free memory: more offloads) and the
     # training peak (lower with more offloads); the KV check is the same at the same util and TP
     Rule("fit: same util and TP, same or more offloads", lambda o: o.outcome == "completed",
-         lambda t, c: _same_tp(t, c) and abs(float(c[UTIL]) - float(t[UTIL])) < _EPS and _fewer(t, c), "fit",
+         lambda t, c: _same_tp(t, c) and abs(_num(c, UTIL) - _num(t, UTIL)) < _EPS and _fewer(t, c), "fit",
          "the vllm start and training rules above, read the other way"),
 )
 

@@ -52,7 +52,7 @@ class BoundarySampler(optuna.samplers.BaseSampler):
         if set(search_space) != set(KNOBS) or not all(discrete_values(search_space[k]) for k in KNOBS):
             return self._inner.sample_relative(study, trial, search_space)
         trials = study.get_trials(deepcopy=False)
-        values = (discrete_values(search_space[k]) for k in KNOBS)
+        values = [discrete_values(search_space[k]) or [] for k in KNOBS]     # none empty: checked above
         configs = [dict(zip(KNOBS, combo)) for combo in itertools.product(*values)]
         obs = evidence(trials)
         tried = {_key(t.params) for t in trials if all(k in t.params for k in KNOBS) and t.number != trial.number}
@@ -64,7 +64,7 @@ class BoundarySampler(optuna.samplers.BaseSampler):
 
     def _choose(self, open_: Sequence[dict], obs: Sequence[Observed], trials: Sequence[FrozenTrial],
                 maximize: bool) -> dict:
-        value = {}
+        value: dict[tuple, float] = {}
         sign = 1.0 if maximize else -1.0
         fits = {o.number for o in obs if o.outcome == "completed"}
         for t in trials:
@@ -73,8 +73,8 @@ class BoundarySampler(optuna.samplers.BaseSampler):
                 value[k] = max(value.get(k, -float("inf")), sign * t.values[0])
         combo_best: dict[tuple, tuple[float, float]] = {}        # combo -> (best value, util of highest fit)
         for k, v in value.items():
-            best, hi = combo_best.get(k[1:], (-float("inf"), 0.0))
-            combo_best[k[1:]] = (max(best, v), max(hi, k[0]))
+            so_far, hi = combo_best.get(k[1:], (-float("inf"), 0.0))
+            combo_best[k[1:]] = (max(so_far, v), max(hi, k[0]))
         by_combo: dict[tuple, list[dict]] = {}
         for c in open_:
             by_combo.setdefault(_key(c)[1:], []).append(c)
@@ -87,7 +87,7 @@ class BoundarySampler(optuna.samplers.BaseSampler):
             if above:
                 return above[(len(above) - 1) // 2]
         # 2. open an untried combo
-        best_util = max(value, key=value.get)[0] if value else None
+        best_util = max(value, key=lambda k: value[k])[0] if value else None
         fresh = [combo for combo in by_combo if combo not in combo_best]
         if not fresh:
             fresh = list(by_combo)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import csv
 import logging
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -75,7 +76,8 @@ def counted(study: optuna.Study) -> list[FrozenTrial]:
             and not t.system_attrs.get(OVER_BUDGET_ATTR)]
 
 
-def run_findings(study: optuna.Study, tracking: Tracking, skip_sessions: set[str] = frozenset()) -> list[Finding]:
+def run_findings(study: optuna.Study, tracking: Tracking,
+                 skip_sessions: AbstractSet[str] = frozenset()) -> list[Finding]:
     """Disagreements between the study's finished trials and their MLflow runs; trials asked by the
     sessions in `skip_sessions` (other live sweep processes) are theirs to record and left alone."""
     client, exp = tracking.client, tracking.experiment_id

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, TypeGuard
 
 import optuna
 from hydra.core.utils import JobReturn, JobStatus
@@ -80,7 +80,7 @@ class Told:
         return self.state == TrialState.FAIL and self.outcome not in (NO_RESULT, *RERUN_OUTCOMES)
 
 
-def _finite(x: Any) -> bool:
+def _finite(x: Any) -> TypeGuard[numbers.Real]:
     # numbers.Real: numpy's scalars too, which other apps' tasks often return
     return isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x)
 
@@ -178,9 +178,10 @@ def tell(study: optuna.Study, trial: optuna.Trial, ret: JobReturn | None, object
     _record(trial, result, ret)
 
     if result.outcome == "completed":
-        values = [_measured(result, name) for name in objectives]
-        if any(v is None for v in values):
-            missing = [n for n, v in zip(objectives, values) if v is None]
+        measured = {name: _measured(result, name) for name in objectives}
+        values = [v for v in measured.values() if v is not None]
+        if len(values) < len(objectives):
+            missing = [n for n, v in measured.items() if v is None]
             excerpt = f"completed without a finite value for {', '.join(missing)}"
             trial.set_user_attr("outcome", "crash")
             trial.set_user_attr("excerpt", excerpt)
@@ -190,10 +191,9 @@ def tell(study: optuna.Study, trial: optuna.Trial, ret: JobReturn | None, object
         return _tell(study, trial, values, result, TrialState.COMPLETE)
 
     if result.outcome in CONSTRAINT_OUTCOMES:
-        values = _placeholders(study, result, objectives)
         set_violation(study, trial, 1.0)
         trial.set_user_attr(PLACEHOLDER_ATTR, True)
-        return _tell(study, trial, values, result, TrialState.COMPLETE)
+        return _tell(study, trial, _placeholders(study, result, objectives), result, TrialState.COMPLETE)
 
     if result.outcome == "pruned":
         set_violation(study, trial, 0.0)

@@ -60,7 +60,8 @@ def stale(study: optuna.Study, grace_s: float) -> list[FrozenTrial]:
     here = socket.gethostname()
     out = []
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        session = known.get(t.system_attrs.get(sessions.TRIAL_ATTR))
+        asked_by = t.system_attrs.get(sessions.TRIAL_ATTR)
+        session = known.get(asked_by) if isinstance(asked_by, str) else None
         if session is not None and (session.host == here or session.ended):
             dead = not sessions.alive(session, grace_s)        # the pid decides, both ways
         else:

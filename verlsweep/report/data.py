@@ -60,6 +60,11 @@ class Row:
     metrics: dict[str, float] = field(default_factory=dict)   # verl metrics aggregated like the objective
 
     @property
+    def measured(self) -> list[float]:
+        """The objectives of a measured trial; empty for any other."""
+        return self.values or []
+
+    @property
     def shown_outcome(self) -> str:
         note = not_launched(self.reused_from, self.ruled_out_by)
         return f"{self.outcome} ({note})" if note else self.outcome
@@ -83,10 +88,10 @@ class Sweep:
         return self.study.directions[0] == optuna.study.StudyDirection.MAXIMIZE
 
     def best(self) -> Row | None:
-        done = [r for r in self.rows if r.values]
+        done = [r for r in self.rows if r.measured]
         if not done:
             return None
-        key = (lambda r: r.values[0]) if self.maximize else (lambda r: -r.values[0])
+        key = (lambda r: r.measured[0]) if self.maximize else (lambda r: -r.measured[0])
         return max(done, key=key)
 
     def outcomes(self) -> dict[str, int]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import html
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,7 @@ def status_text(sweep: Sweep) -> str:
     done = len(sweep.finished())
     total = f" of {sweep.n_trials}" if sweep.n_trials else ""
     best = sweep.best()
-    best_text = (f"best {sweep.objectives[0]} {_num(best.values[0])} (t{best.number:02d} {best.knobs})"
+    best_text = (f"best {sweep.objectives[0]} {_num(best.measured[0])} (t{best.number:02d} {best.knobs})"
                  if best else "no measured trial yet")
     running = sum(1 for r in sweep.rows if r.outcome == "running")
     outcomes = ", ".join(f"{k} {v}" for k, v in sweep.outcomes().items())
@@ -47,11 +48,17 @@ def status_text(sweep: Sweep) -> str:
             f"{f', {running} running' if running else ''}; {best_text}; {outcomes or 'no trials'}")
 
 
-def launch_command(sweep: Sweep, sweep_dir: Path | None) -> str | None:
+def launch_file(sweep: Sweep, sweep_dir: Path | None) -> Path | None:
+    """The sweep's best_launch.sh: in the dir given, else in the dir its trials ran in."""
     for folder in (sweep_dir, sweep.sweep_dir()):
         if folder is not None and (folder / BEST_LAUNCH).is_file():
-            return (folder / BEST_LAUNCH).read_text()
+            return folder / BEST_LAUNCH
     return None
+
+
+def launch_command(sweep: Sweep, sweep_dir: Path | None) -> str | None:
+    path = launch_file(sweep, sweep_dir)
+    return path.read_text() if path is not None else None
 
 
 def chained_text(study: Any) -> str | None:
@@ -69,7 +76,7 @@ def text_summary(sweep: Sweep, sweep_dir: Path | None = None) -> str:
     best = sweep.best()
     if best is not None:
         lines.append(f"best trial {best.number}: " + ", ".join(
-            f"{n}={_num(v)}" for n, v in zip(sweep.objectives, best.values)))
+            f"{n}={_num(v)}" for n, v in zip(sweep.objectives, best.measured)))
         lines += [f"  {k}={sweep.shown(k, v)}" for k, v in best.params.items()]
     for c in combos(sweep):
         sides = [(what, side) for what, side in (("completed up to", c.highest_fit),
@@ -77,9 +84,9 @@ def text_summary(sweep: Sweep, sweep_dir: Path | None = None) -> str:
                                                   ("failed below at", c.failed_below)) if side is not None]
         if sides:     # a combination with only pruned or crashed trials says nothing about memory
             lines.append(f"{c.label}: " + "; ".join(f"{what} {_side(sweep, side, brief=True)}" for what, side in sides))
-    if launch_command(sweep, sweep_dir):
-        folder = sweep_dir or sweep.sweep_dir()
-        lines.append(f"launch the long run: bash {folder / BEST_LAUNCH}")
+    launch = launch_file(sweep, sweep_dir)
+    if launch is not None and launch.read_text():
+        lines.append(f"launch the long run: bash {launch}")
     return "\n".join(lines)
 
 
@@ -91,7 +98,7 @@ def _side(sweep: Sweep, side: Side | None, brief: bool = False) -> str:
     return f"{_util(sweep, side.util)} (t{side.trial:02d}{': ' + why if why else ''})"
 
 
-def _table(head: list[str], rows: list[list[str]], left: set[int], best_rows: set[int] = frozenset()) -> str:
+def _table(head: list[str], rows: list[list[str]], left: set[int], best_rows: AbstractSet[int] = frozenset()) -> str:
     th = "".join(f"<th class='{'l' if i in left else ''}'>{html.escape(h)}</th>" for i, h in enumerate(head))
     body = []
     for n, row in enumerate(rows):
@@ -159,7 +166,7 @@ def render(sweep: Sweep, plots: list[Plot], sweep_dir: Path | None) -> str:
     launch = launch_command(sweep, sweep_dir)
     best_html = "<p>no measured trial yet</p>"
     if best is not None:
-        values = ", ".join(f"{n} = {_num(v)}" for n, v in zip(sweep.objectives, best.values))
+        values = ", ".join(f"{n} = {_num(v)}" for n, v in zip(sweep.objectives, best.measured))
         knobs = "".join(f"{k}={sweep.shown(k, v)}\n" for k, v in best.params.items())
         best_html = (f"<p>trial {best.number} ({html.escape(best.knobs)}): {html.escape(values)}</p>"
                      f"<pre>{html.escape(knobs)}</pre>")

@@ -122,9 +122,9 @@ def util_by_tp_figure(sweep: Sweep) -> Any:
         top.set_label(f"{name} measured")
         strip.set_label(f"{name} not measured")
         sel = [r for r in rows if r.param(TP_SUFFIX) == tp]
-        done = [r for r in sel if r.values]
+        done = [r for r in sel if r.measured]
         if done:
-            top.scatter([r.param(UTIL_SUFFIX) for r in done], [r.values[0] for r in done], label="completed",
+            top.scatter([r.param(UTIL_SUFFIX) for r in done], [r.measured[0] for r in done], label="completed",
                         color=OUTCOME_COLORS["completed"], marker="o", s=36)
         for y, outcome in enumerate(unmeasured):
             hit = [r for r in sel if not r.values
@@ -217,7 +217,7 @@ def memory(sweep: Sweep, out: Path) -> Plot:
     plt = _matplotlib()
     fig, ax = plt.subplots(figsize=(6.5, 5))
     xs = [r.predicted[PREDICTED_PEAK] for r in rows]
-    ys = [r.peak_gb for r in rows]
+    ys = [r.peak_gb or 0.0 for r in rows]        # every row has its peak (above)
     for r, x, y in zip(rows, xs, ys):
         ax.scatter([x], [y], color=OUTCOME_COLORS.get(r.outcome, "#495057"), s=30)
         ax.annotate(f"t{r.number:02d}", (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")

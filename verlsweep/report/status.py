@@ -113,13 +113,13 @@ def run(target: Target, *, repair: bool, grace_s: float, stop_grace_s: float, ou
     if repair:
         # in order: settling stale trials finishes them, which decides what their runs must say
         for _ in range(3):
-            fixable = [f for f in found if f.fix is not None]
+            fixable = [(f, f.fix) for f in found if f.fix is not None]
             if not fixable:
                 break
-            for finding in fixable:
+            for finding, fix in fixable:
                 out.write(f"repair: {finding.what}\n")
                 try:
-                    finding.fix()
+                    fix()
                 except Exception as exc:  # noqa: BLE001 - reported, and the check below still fails
                     out.write(f"  failed: {type(exc).__name__}: {exc}\n")
             found = findings(study, target, tracking, grace_s, stop_grace_s, helpers)

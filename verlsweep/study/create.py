@@ -26,6 +26,7 @@ from optuna.storages import RetryHeartbeatStaleTrialCallback
 
 from verlsweep.common import optuna_private
 from verlsweep.common.errors import Problem
+from verlsweep.config import plain
 from verlsweep.reconcile.budget import STALE_RETRIES, budget_trials, complete, quiet_optuna
 from verlsweep.study.space import SearchSpace, SearchSpaceError, describe
 from verlsweep.study_link import PRUNER_ATTR, open_storage, pruner_from_spec
@@ -93,7 +94,7 @@ def _locate(target: str, package: str, *more: str) -> type:
 
 
 def _plain(cfg: Mapping[str, Any]) -> dict[str, Any]:
-    return OmegaConf.to_container(cfg, resolve=True) if OmegaConf.is_config(cfg) else copy.deepcopy(dict(cfg))
+    return plain(cfg) if OmegaConf.is_config(cfg) else copy.deepcopy(dict(cfg))
 
 
 def build_sampler(cfg: Mapping[str, Any], space: SearchSpace, seed_offset: int = 0) -> optuna.samplers.BaseSampler:
@@ -135,7 +136,8 @@ def open_study(url: str | None, name: str, directions: list[str], sampler: optun
         storage = raw
     try:
         study = optuna.create_study(storage=storage, study_name=name, sampler=sampler,
-                                    pruner=pruner_from_spec(pruner), directions=directions, load_if_exists=True)
+                                    pruner=pruner_from_spec(pruner), load_if_exists=True,
+                                    directions=[optuna.study.StudyDirection[d.upper()] for d in directions])
     except ValueError as exc:
         raise SearchSpaceError([Problem("hydra.sweeper.study_name", name,
                                         f"a study this sweep can join ({exc})")]) from None

@@ -36,11 +36,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import yaml
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
-from optuna.distributions import CategoricalDistribution
+from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
 from verlsweep.common import disk_cache
 from verlsweep.common.distributions import discrete_values
@@ -81,7 +81,7 @@ def candidates(space: SearchSpace, seed: int = 0, limit: int = MAX_CANDIDATES) -
     values = [discrete_values(space.distributions[n], space.decimals.get(n)) for n in names]
     size = space.size()
     if size is not None and size <= limit:
-        return [dict(zip(names, combo)) for combo in itertools.product(*values)]
+        return [dict(zip(names, combo)) for combo in itertools.product(*(v or [] for v in values))]
     rng = random.Random(seed)
     out = []
     for _ in range(limit):
@@ -91,6 +91,7 @@ def candidates(space: SearchSpace, seed: int = 0, limit: int = MAX_CANDIDATES) -
             if vals is not None:
                 params[name] = rng.choice(vals)
             else:   # continuous: Int/FloatDistribution without a step
+                assert isinstance(dist, (IntDistribution, FloatDistribution))
                 x = rng.uniform(dist.low, dist.high)
                 params[name] = int(round(x)) if isinstance(dist.low, int) and isinstance(dist.high, int) else x
         out.append(params)
@@ -212,7 +213,7 @@ def plan_inputs(config: DictConfig, space: SearchSpace, params_list: Sequence[di
     from verlsweep.plan import NotPlannable, load_calibration
     from verlsweep.plan.predictor.inputs import READ, from_cfg, from_tree, plain, tree_of
 
-    base = OmegaConf.create(OmegaConf.to_container(config, resolve=False))
+    base = OmegaConf.create(cast(dict[str, Any], OmegaConf.to_container(config, resolve=False)))
     with read_write(base), open_dict(base):
         base.pop("hydra", None)
     composed = needs_compose(config, space)

@@ -117,7 +117,7 @@ class InFlight:
                                 return_when=concurrent.futures.FIRST_COMPLETED)
         ended = [f for f in self.flights if f.future.done()]
         self.flights = [f for f in self.flights if not f.future.done()]
-        out = []
+        out: list[tuple[optuna.Trial, Any, TrialResult | None]] = []
         for f in ended:
             exc = f.future.exception()
             if exc is None:

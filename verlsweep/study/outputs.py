@@ -116,14 +116,14 @@ class Outputs:
         doc["launch_script"] = BEST_LAUNCH if best and self.compose_launch else None
         write_atomic(self.dir / BEST_YAML, yaml.safe_dump(doc, sort_keys=False))
         if best and self.compose_launch and self._launch_for != best[0].number:
-            self._write_launch(best[0], study.study_name)
+            self._write_launch(best[0], study.study_name, self.compose_launch)
         return best
 
-    def _write_launch(self, trial: FrozenTrial, study_name: str) -> None:
+    def _write_launch(self, trial: FrozenTrial, study_name: str, compose: Callable[[list[str]], str]) -> None:
         # its own experiment name, stable per (study, trial): a re-run resumes its checkpoints
         experiment = f"{study_name}-trial{trial.number}"
         try:
-            body = self.compose_launch([*launch_overrides(trial), f"trial.name={experiment}"])
+            body = compose([*launch_overrides(trial), f"trial.name={experiment}"])
         except Exception as exc:  # noqa: BLE001 - outputs must not end the sweep
             log.warning("best_launch.sh: could not compose trial %d's overrides: %s", trial.number, exc)
             body = f"echo 'verlsweep could not compose this command: {str(exc)[:500]!r}' >&2\nexit 1\n"
@@ -206,10 +206,10 @@ def summary(study: optuna.Study, objectives: list[str], param_names: list[str], 
     for t in reportable(study.get_trials(deepcopy=False)):
         steps.update({k: getattr(d, "step", None) for k, d in t.distributions.items()})
         measured = t.state == TrialState.COMPLETE and not t.user_attrs.get(PLACEHOLDER_ATTR)
-        values = [f"{v:.4g}" for v in t.values] if measured and t.values else ["-"] * len(objectives)
+        cells = [f"{v:.4g}" for v in t.values] if measured and t.values else ["-"] * len(objectives)
         note = not_launched(t.user_attrs.get(REUSED_FROM_ATTR), t.user_attrs.get(RULED_OUT_ATTR))
         shown_outcome = f"{outcome(t)} ({note})" if note else str(outcome(t))
-        row = [f"{'*' if t.number in best_numbers else ''}{t.number}", shown_outcome, *values]
+        row = [f"{'*' if t.number in best_numbers else ''}{t.number}", shown_outcome, *cells]
         if memory:
             peak = t.user_attrs.get("peak_memory_gb")
             row.append(f"{peak:.1f}" if isinstance(peak, (int, float)) and measured else "-")

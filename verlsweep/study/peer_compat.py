@@ -20,12 +20,13 @@ from typing import Any
 
 import optuna
 import yaml
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import FrozenTrial
 
 from verlsweep.common.errors import Problem
 from verlsweep.common.files import write_atomic
+from verlsweep.config import plain
 from verlsweep.reconcile.results import Told
 from verlsweep.study.space import SearchSpace, SearchSpaceError
 
@@ -64,8 +65,8 @@ def legacy_search_space(search_space: Any, params: Any) -> dict[str, BaseDistrib
         return {}
     log.warning("DeprecationWarning: hydra.sweeper.search_space is deprecated (as in hydra-optuna-sweeper); "
                 "write each param as hydra.sweeper.params.<name>: choice(...) | range(...) | interval(...)")
-    spec = OmegaConf.to_container(search_space, resolve=True) if OmegaConf.is_config(search_space) else search_space
-    return {str(name): _legacy_distribution(str(name), dict(value)) for name, value in dict(spec).items()}
+    spec: Mapping[str, Any] = plain(search_space)
+    return {str(name): _legacy_distribution(str(name), dict(value)) for name, value in spec.items()}
 
 
 def add_legacy(space: SearchSpace, legacy: dict[str, BaseDistribution]) -> None:

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.core.override_parser.types import Override, Transformer, ValueType
+from hydra.core.override_parser.types import IntervalSweep, Override, RangeSweep, Transformer, ValueType
 from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 from optuna.distributions import (
@@ -121,7 +121,7 @@ def _values(override: Override) -> list[Any]:
     """A choice's values, or a range's with its stop (`_with_stop`)."""
     values = list(override.sweep_iterator(transformer=Transformer.identity))
     if override.is_range_sweep():
-        rng = override.value()
+        rng = cast(RangeSweep, override.value())
         values = _with_stop(rng.start, rng.stop, rng.step, values)
     return values
 
@@ -129,7 +129,7 @@ def _values(override: Override) -> list[Any]:
 def _distribution(name: str, override: Override) -> BaseDistribution:
     """One sweep override -> distribution; raises SearchSpaceError naming `name`."""
     key = f"{PARAMS_KEY}.{name}"
-    if override.is_choice_sweep() or (override.is_range_sweep() and override.value().shuffle):
+    if override.is_choice_sweep() or (override.is_range_sweep() and cast(RangeSweep, override.value()).shuffle):
         choices = _values(override)
         bad = [c for c in choices if not isinstance(c, (str, int, float, bool, type(None)))]
         if bad:
@@ -140,7 +140,7 @@ def _distribution(name: str, override: Override) -> BaseDistribution:
             raise SearchSpaceError([Problem(key, choices, "distinct choices")])
         return CategoricalDistribution(choices)
     if override.is_range_sweep():
-        rng = override.value()
+        rng = cast(RangeSweep, override.value())
         values = _values(override)
         if not values:
             raise SearchSpaceError([Problem(key, override.input_line, "a non-empty range(start, stop, step) "
@@ -148,11 +148,13 @@ def _distribution(name: str, override: Override) -> BaseDistribution:
         step = abs(rng.step)
         if all(isinstance(v, int) for v in (rng.start, rng.stop, rng.step)):
             return IntDistribution(min(values), max(values), step=int(step))
+        assert rng.start is not None      # the grammar's range() always has a start
         decimals = decimals_of(rng.start, rng.step)
         values = [round(v, decimals) for v in values]
         return FloatDistribution(min(values), max(values), step=round(float(step), decimals))
     if override.is_interval_sweep():
-        iv = override.value()
+        iv = cast(IntervalSweep, override.value())
+        assert iv.start is not None and iv.end is not None   # the grammar's interval() has both
         if iv.start > iv.end:
             raise SearchSpaceError([Problem(key, override.input_line, f"interval(low, high) with low <= high "
                                                                        f"(got low={iv.start} > high={iv.end})")])
@@ -279,7 +281,8 @@ def check(space: SearchSpace, config: DictConfig, group_options: Any) -> list[Pr
                 problems.append(Problem(pkey, None, f"a key of verl 0.9.1's ppo_trainer config{hint}"))
                 continue
         elif not _has_key(config, key):
-            ours = flatten({k: v for k, v in OmegaConf.to_container(config, resolve=False).items() if k != "hydra"})
+            tree = cast(dict[str, Any], OmegaConf.to_container(config, resolve=False))
+            ours = flatten({k: v for k, v in tree.items() if k != "hydra"})
             problems.append(Problem(pkey, None, "an existing config key or config group (add '+' to add a new key)"
                                                 f"{did_you_mean(key, ours)}"))
             continue

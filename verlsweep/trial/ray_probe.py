@@ -72,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
             if client is None:
                 address = gcs_address(args.ray_tmp, args.address)
                 if address is not None:
-                    from ray._raylet import GcsClient
+                    # compiled into _raylet.so; ray's _raylet.pyi stub does not list it
+                    from ray._raylet import GcsClient  # type: ignore[attr-defined]
 
                     client = GcsClient(address=address)
             if client is not None:

@@ -113,7 +113,7 @@ class Judge:
         elif self.since is None or placed:
             self.since = now
         self.seen = keys
-        if keys and self.timeout_s and now - self.since > self.timeout_s:
+        if keys and self.timeout_s and self.since is not None and now - self.since > self.timeout_s:
             listed = "\n".join(f"  pending: {p.text}" for p in pending)
             return (f"Ray placed nothing for {now - self.since:.0f} s (runner.schedule_timeout="
                     f"{self.timeout_s:g}s) while verl waited on:\n{listed}\n{cluster_text(snap)}")

@@ -15,7 +15,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import yaml
 
@@ -188,7 +188,14 @@ def profile_from_torch(torch_mod: Any, *, name: str, host_memory_gb: float,
     )
 
 
-def _chip_numbers(chip: str, overrides: dict[str, float]) -> dict[str, float]:
+class ChipNumbers(TypedDict):
+    """A chip's speeds: from KNOWN_CHIPS, or the command line's --bf16-tflops and the like."""
+    bf16_tflops: float
+    hbm_bandwidth_gbs: float
+    host_link_gbs: float
+
+
+def _chip_numbers(chip: str, overrides: dict[str, float]) -> ChipNumbers:
     keys = ("bf16_tflops", "hbm_bandwidth_gbs", "host_link_gbs")
     known = next((v for k, v in KNOWN_CHIPS.items() if k.lower() == chip.lower()), None)
     if known is None:   # torch names: "NVIDIA H100 80GB HBM3" -> H100
@@ -199,7 +206,9 @@ def _chip_numbers(chip: str, overrides: dict[str, float]) -> dict[str, float]:
     if missing:
         raise DetectError(f"chip {chip!r} is not in verlsweep.plan.cli.detect.KNOWN_CHIPS: pass "
                           + ", ".join(f"--{k.replace('_', '-')}" for k in missing))
-    return {k: float(out.get(k, known[k] if known else 0.0)) for k in keys}
+    value = {k: float(out.get(k, known[k] if known else 0.0)) for k in keys}
+    return ChipNumbers(bf16_tflops=value["bf16_tflops"], hbm_bandwidth_gbs=value["hbm_bandwidth_gbs"],
+                       host_link_gbs=value["host_link_gbs"])
 
 
 def run_npu_smi() -> str:

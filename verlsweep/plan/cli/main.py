@@ -182,6 +182,7 @@ def cmd_refit_traces(argv: list[str]) -> int:
     target = args.out or (cal.path if args.write else None)
     if target is not None:
         if args.out:
+            assert cal.path is not None      # calibration.load() keeps the file it read
             args.out.write_text(Path(cal.path).read_text())
         note = (f"python -m verlsweep.plan refit --traces, {len(samples)} passes of "
                 f"{len(trace_fit.by_group(samples))} model groups (docs/benchmarks.md#planner-accuracy)")

@@ -120,6 +120,11 @@ def _point(raw: dict[str, Any]) -> Point:
     )
 
 
+def _pair(raw: Any) -> tuple[float, float]:
+    low, high = raw
+    return float(low), float(high)
+
+
 def parse(raw: dict[str, Any], path: Path | None = None) -> Calibration:
     consts = raw.get("constants") or {}
     names = [f.name for f in fields(Constants)]
@@ -135,7 +140,7 @@ def parse(raw: dict[str, Any], path: Path | None = None) -> Calibration:
         constants=Constants(**values),
         points=tuple(_point(p) for p in raw.get("points") or ()),
         fitted=tuple(n for n in names if consts[n].get("fit")),
-        bounds={n: tuple(float(b) for b in consts[n]["bounds"]) for n in names if consts[n].get("bounds")},
+        bounds={n: _pair(consts[n]["bounds"]) for n in names if consts[n].get("bounds")},
         sources={n: str(consts[n].get("source", "")) for n in names},
         path=path,
     )

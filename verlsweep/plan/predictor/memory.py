@@ -214,11 +214,11 @@ def memory_per_phase(inp: PlanInputs, c: Constants, *, lengths: Lengths | None =
     cap, margin = hw.capacity_gb, inp.margin_gb
     fixed = fixed_gb(inp, c)
     graphs = graph_pool_gb(inp, c)
-    reservation = r.util * hw.hbm_usable_gb          # vLLM: requested = util x total capacity
+    reservation = r.util * hw.stated("hbm_usable_gb")          # vLLM: requested = util x total capacity
     checks: dict[str, Check] = {}
 
     host = host_gb(inp, c)
-    checks["host_memory"] = Check("host_memory", sum(host.values()), hw.host_memory_gb, 0.0, host)
+    checks["host_memory"] = Check("host_memory", sum(host.values()), hw.stated("host_memory_gb"), 0.0, host)
 
     at_start = sum(resident(role, with_optimizer=False) for role in (inp.actor, inp.critic))
     start_parts = {**fixed, "trainer params": at_start * c.fragmentation}

@@ -52,14 +52,14 @@ def _decode_s(inp: PlanInputs, c: Constants, seqs: float, lengths: Lengths, kv_t
     active = seqs * lengths.response / steps                      # mean running batch
     kv = active * (lengths.prompt + lengths.response / 2) * m.kv_bytes_per_token(r.tp)
     read = vllm_weights_gb(inp) * GIB + kv
-    t_mem = read / (hw.hbm_bandwidth_gbs * 1e9 * c.decode_bw_efficiency)
-    t_compute = 2 * m.params / r.tp * active / (hw.bf16_tflops * 1e12 * c.prefill_mfu)
+    t_mem = read / (hw.stated("hbm_bandwidth_gbs") * 1e9 * c.decode_bw_efficiency)
+    t_compute = 2 * m.params / r.tp * active / (hw.stated("bf16_tflops") * 1e12 * c.prefill_mfu)
     graphs = not r.enforce_eager and r.cudagraph_mode != "NONE" and r.capture_sizes \
         and active <= max(r.capture_sizes)
     overhead = (c.graph_step_overhead_ms if graphs else c.eager_step_overhead_ms) / 1e3
     if r.tp > 1:
         overhead += 2 * m.num_layers * c.tp_allreduce_us / 1e6
-    prefill = seqs * lengths.prompt * 2 * m.params / r.tp / (hw.bf16_tflops * 1e12 * c.prefill_mfu)
+    prefill = seqs * lengths.prompt * 2 * m.params / r.tp / (hw.stated("bf16_tflops") * 1e12 * c.prefill_mfu)
     return steps * (max(t_mem, t_compute) + overhead) + prefill
 
 
@@ -71,7 +71,7 @@ def _flops_per_token(inp: PlanInputs, params: float, lengths: Lengths) -> float:
 
 def _train_s(inp: PlanInputs, c: Constants, tokens: float, lengths: Lengths) -> dict[str, float]:
     hw = inp.hardware
-    rate = hw.world * hw.bf16_tflops * 1e12 * c.train_mfu
+    rate = hw.world * hw.stated("bf16_tflops") * 1e12 * c.train_mfu
     out: dict[str, float] = {}
 
     def passes(role: Role, forward: str, update: str | None) -> None:
@@ -91,7 +91,7 @@ def _train_s(inp: PlanInputs, c: Constants, tokens: float, lengths: Lengths) -> 
 
 def _host_traffic_s(inp: PlanInputs, c: Constants, lengths: Lengths) -> tuple[float, float]:
     """(seconds moving states over the host link, seconds of host-side Adam) per step."""
-    link = inp.hardware.host_link_gbs * 1e9 * c.host_link_efficiency
+    link = inp.hardware.stated("host_link_gbs") * 1e9 * c.host_link_efficiency
     moved = 0.0   # GiB per device
     adam = 0.0
     optimizer_steps = max(1, inp.train_batch_size // max(inp.mini_batch_size, 1))
@@ -133,7 +133,7 @@ def step_throughput(inp: PlanInputs, c: Constants, lengths: Lengths, kv_tokens: 
     weights = 2 * inp.model.params
     sleep_copies = 2 * vllm_weights_gb(inp) * GIB if (r.free_cache_engine and hw.device == "npu") else 0.0
     parts["update_weights"] = weights / (c.weight_sync_gbs * 1e9) + sleep_copies / (
-        hw.host_link_gbs * 1e9 * c.host_link_efficiency)
+        hw.stated("host_link_gbs") * 1e9 * c.host_link_efficiency)
     parts["other"] = c.step_overhead_s
     parts = knob_costs.adjust(parts, inp, c, lengths, tokens)   # micro batches, Ulysses SP, chunked prefill
     return Throughput(tokens_per_step=tokens, step_s=sum(parts.values()), parts=parts, world=hw.world)

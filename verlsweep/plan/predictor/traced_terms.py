@@ -17,6 +17,7 @@ import json
 import logging
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from verlsweep.common.names import GIB
 from verlsweep.plan.predictor.trial_spec import PlanInputs, Role
@@ -24,7 +25,7 @@ from verlsweep.plan.predictor.trial_spec import PlanInputs, Role
 log = logging.getLogger(__name__)
 
 _FAILED: dict[str, str] = {}        # hf_config JSON -> why its trace failed, once per process
-_MEMO: dict[tuple, object] = {}     # one process plans a table's grid: no disk read per variant
+_MEMO: dict[tuple, Any] = {}     # one process plans a table's grid: no disk read per variant
 
 
 @dataclass(frozen=True)
@@ -81,11 +82,12 @@ def pass_spec(role: Role, tokens: int, *, update: bool):
 
 def pass_terms(inp: PlanInputs, role: Role, tokens: float, *, update: bool) -> TracedTerms | None:
     """Traced terms of one role's pass, or None when the planner keeps its analytic formula."""
-    if not wanted(inp) or inp.model.hf_config in _FAILED:
+    hf_config = inp.model.hf_config
+    if not wanted(inp) or hf_config is None or hf_config in _FAILED:
         return None
     from verlsweep.plan.trace import trainer_trace
 
-    config = json.loads(inp.model.hf_config)
+    config = json.loads(hf_config)
     traced_tokens = grid_tokens(tokens)
     spec = pass_spec(role, traced_tokens, update=update)
     value_head = not role.vocab_head
@@ -102,7 +104,7 @@ def pass_terms(inp: PlanInputs, role: Role, tokens: float, *, update: bool) -> T
                                                          limit_s=inp.trace_limit_s)
             step = _MEMO[skey].step_bytes / role.shard / GIB
     except trainer_trace.TraceError as exc:
-        _FAILED[inp.model.hf_config] = str(exc)
+        _FAILED[hf_config] = str(exc)
         log.warning("planner: trainer trace of %s failed, analytic formula used: %s", inp.model.name, exc)
         return None
     return TracedTerms(work=traced.work_bytes * tokens / traced_tokens / GIB, step=step)

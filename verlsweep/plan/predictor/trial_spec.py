@@ -122,9 +122,14 @@ class PlanInputs:
     def with_knobs(self, *, util: float | None = None, tp: int | None = None,
                    param_offload: bool | None = None, optimizer_offload: bool | None = None) -> PlanInputs:
         """The same trial with other rollout/offload knobs (the table's grid)."""
-        rollout = replace(self.rollout, **{k: v for k, v in (("util", util), ("tp", tp)) if v is not None})
-        changes = {k: v for k, v in (("param_offload", param_offload), ("optimizer_offload", optimizer_offload))
-                   if v is not None}
-        actor = replace(self.actor, **changes)
-        critic = replace(self.critic, **changes) if self.critic is not None else None
+        rollout = replace(self.rollout, util=self.rollout.util if util is None else util,
+                          tp=self.rollout.tp if tp is None else tp)
+
+        def offloaded(role: Role) -> Role:
+            return replace(role, param_offload=role.param_offload if param_offload is None else param_offload,
+                           optimizer_offload=role.optimizer_offload if optimizer_offload is None
+                           else optimizer_offload)
+
+        actor = offloaded(self.actor)
+        critic = offloaded(self.critic) if self.critic is not None else None
         return replace(self, rollout=rollout, actor=actor, critic=critic)

@@ -179,8 +179,9 @@ def preflight(cfg: Mapping[str, Any], *, local: bool = True) -> Preflight:
     """The planner's verdict on a trial before it launches. `local`: the trial's Ray runs on this
     machine, so its CPUs count when neither ray_init.num_cpus nor hardware.cpus states them."""
     task = read(cfg)
+    verdict: Verdict | None
     try:
-        verdict: Verdict | None = predict_cfg(task)
+        verdict = predict_cfg(task)
         log.info("planner: %s", verdict.summary())
     except NotPlannable as exc:
         log.info("planner: no prediction (%s)", exc)

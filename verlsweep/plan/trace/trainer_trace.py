@@ -34,6 +34,7 @@ analytic formula. Results are cached on disk (verlsweep.plan.trace.cache).
 """
 from __future__ import annotations
 
+import functools
 import json
 import time
 import weakref
@@ -109,7 +110,8 @@ def _counter(deadline: float):
             self.stage = "build"
             self._alive: dict[int, Any] = {}     # id(storage) -> a weak reference that releases it
 
-        def _release(self, key: int, nbytes: int) -> None:
+        def _on_freed(self, key: int, nbytes: int, _ref: Any) -> None:
+            """A counted storage was freed (its weak reference's callback)."""
             self._alive.pop(key, None)
             self.live -= nbytes
 
@@ -121,7 +123,7 @@ def _counter(deadline: float):
             if key in self._alive:
                 return 0
             nbytes = st.nbytes()
-            self._alive[key] = weakref.ref(st, lambda _ref, k=key, n=nbytes: self._release(k, n))
+            self._alive[key] = weakref.ref(st, functools.partial(self._on_freed, key, nbytes))
             self.live += nbytes
             return nbytes
 

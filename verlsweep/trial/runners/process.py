@@ -130,7 +130,7 @@ class StepWatch:
 
 
 def process_env(spec: RunSpec, own_env: Mapping[str, str], env: Mapping[str, str],
-                trial_dir: Path) -> tuple[dict[str, str], Path | None]:
+                trial_dir: Path) -> tuple[dict[str, str], str | None]:
     """The trial process's environment (ours, the trial's, the runner's, the tracker's, in that order of
     precedence) and its private Ray temp dir, removed after the trial."""
     proc_env = dict(os.environ)
@@ -249,7 +249,7 @@ class ProcessRunner:
         return RunOutput(result, RunDetails(reason=reason, step_log=watch.step_log, artifacts=files))
 
     def _supervise(self, spec: RunSpec, argv: list[str], proc_env: dict[str, str], trial_dir: Path,
-                   ray_tmp: Path | None, watch: StepWatch) -> tuple[str | None, str | None, list[int], int | None]:
+                   ray_tmp: str | None, watch: StepWatch) -> tuple[str | None, str | None, list[int], int | None]:
         """Launch, watch until exit / prune / a limit, stop the whole tree. Returns (stopped, detail,
         leftover pids, exit status)."""
         lim = spec.limits
