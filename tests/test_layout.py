@@ -98,6 +98,32 @@ def test_no_module_is_over_400_lines():
     assert not long, f"modules over {MAX_MODULE_LINES} lines: {long}"
 
 
+# what would let the loop tell verlsweep's task from another Hydra app: the hooks' classes, the chooser
+APP_NAMES = ("verl_hooks", "VerlHooks", "AppHooks", "is_own_task")
+
+
+def _app_branches(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text())
+    names = [n.id for n in ast.walk(tree) if isinstance(n, ast.Name)]
+    names += [n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)]
+    names += [a.name.rsplit(".", 1)[-1] for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
+              for a in n.names]
+    names += [n.module.rsplit(".", 1)[-1] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module]
+    return sorted({n for n in names if n in APP_NAMES})
+
+
+def test_the_sweep_loop_never_asks_which_app_it_runs():
+    """The sweeper chooses the hooks once; the loop only calls the TaskHooks protocol."""
+    assert _app_branches(PKG / "study" / "loop.py") == []
+
+
+def test_the_app_branch_checker_sees_a_branch(tmp_path):
+    f = tmp_path / "loop.py"
+    f.write_text("from verlsweep.study.hooks import AppHooks\n"
+                 "def run(h):\n    if isinstance(h, AppHooks) or is_own_task(h):\n        pass\n")
+    assert _app_branches(f) == ["AppHooks", "is_own_task"]
+
+
 def test_the_sweeper_plugin_keeps_only_what_hydra_needs():
     """config (dataclasses + registration), the registered class and _impl (the Hydra glue)."""
     modules = {p.name for p in (PLUGIN / "verlsweep_sweeper").glob("*.py")}
