@@ -87,7 +87,6 @@ def cmd_detect(argv: list[str]) -> int:
     from verlsweep import CONF_DIR
     from verlsweep.common.names import CONFIG_PATH_ENV
     from verlsweep.plan.cli import detect
-    from verlsweep.plan.predictor import ray_demand
 
     p = argparse.ArgumentParser(prog="python -m verlsweep.plan detect",
                                 description="Write conf/hardware/<name>.yaml for this machine's devices.")
@@ -99,7 +98,9 @@ def cmd_detect(argv: list[str]) -> int:
                    help="host RAM per node (default: this machine's; with --from-npu-smi the recorded node's: "
                         "required unless `free -g` output is recorded beside FILE as free.txt)")
     p.add_argument("--nnodes", type=int, default=1)
-    p.add_argument("--cpus", type=int, help="CPUs per node a trial's Ray gets (default: what this process may use)")
+    p.add_argument("--cpus", type=int,
+                   help="CPUs per node a trial's Ray gets (default: what this process may use; with --from-npu-smi "
+                        "not stated, so the node a trial runs on counts its own)")
     for key in ("bf16-tflops", "hbm-bandwidth-gbs", "host-link-gbs"):
         p.add_argument(f"--{key}", type=float, help="needed when the chip is not in KNOWN_CHIPS")
     p.add_argument("--conf-dir", type=Path, default=CONF_DIR, metavar="DIR",
@@ -126,9 +127,9 @@ def cmd_detect(argv: list[str]) -> int:
         perf_notes = [f"{k}: " + ("given on the command line" if v is not None else
                                   f"assumed from verlsweep.plan.cli.detect.KNOWN_CHIPS[{profile.chip!r}]")
                       for k, v in overrides.items()]
-        cpus = args.cpus if args.cpus is not None else int(ray_demand.local_cpus(os.environ)[0])
+        cpus, cpus_note = _cpus(args)
         profile = dataclasses.replace(profile, nnodes=args.nnodes, cpus=cpus,
-                                      notes=[*profile.notes, host_note, *perf_notes])
+                                      notes=[*profile.notes, host_note, cpus_note, *perf_notes])
         path = detect.write_profile(profile, args.conf_dir, force=args.force)
     except detect.DetectError as exc:
         print(f"verlsweep.plan detect: {exc}", file=sys.stderr)
@@ -138,6 +139,20 @@ def cmd_detect(argv: list[str]) -> int:
     print(f"wrote {path}: {profile.devices_per_node} x {profile.chip}, {profile.hbm_total_gb:.1f} GiB "
           f"({profile.idle_reserved_gb:.2f} reserved); use hardware={profile.name}{found_by}")
     return 0
+
+
+def _cpus(args: argparse.Namespace) -> tuple[int | None, str]:
+    """The CPUs a trial's Ray gets on the node the profile describes, and where that came from. A recorded
+    npu-smi file describes another machine, whose CPUs this one does not know: unstated (null), the node a
+    trial runs on counts its own (verlsweep.plan.predictor.ray_demand.local_cpus)."""
+    if args.cpus is not None:
+        return args.cpus, f"cpus: {args.cpus} given on the command line"
+    if args.from_npu_smi is not None:
+        return None, "cpus: not stated (recorded on another node): the node a trial runs on counts its own; --cpus N"
+    from verlsweep.plan.predictor import ray_demand
+
+    cpus = int(ray_demand.local_cpus(os.environ)[0])
+    return cpus, f"cpus: {cpus} measured on this machine (what this process may use)"
 
 
 def _host_memory(args: argparse.Namespace, detect) -> tuple[float, str]:
