@@ -63,15 +63,15 @@ def test_top_k_zero_switches_the_guide_off():
 
 
 def test_the_guide_also_enqueues_the_config_a_plausible_planner_error_puts_first():
-    # GRPO on A3: the planner ranks TP 4 first, but within its +-20% throughput error TP 1 at util 0.4
-    # (a step of its decode model) wins a share of the draws; the nominal top 3 never leaves TP 4
-    cfg = compose_config(["hardware=a3_64g", "model=qwen3_8b", "algorithm=grpo"])
+    # ReMax on A2: the planner ranks TP 2 first and its nominal top 3 never leaves TP 2, but within its
+    # +-20% throughput error a TP 1 config wins a share of the draws
+    cfg = compose_config(["hardware=a2_64g", "model=qwen3_8b", "algorithm=remax"])
     sp = _space_of(SPACE)
     nominal = _guide.entries(cfg, sp, top_k=3, draws=0)
     drawn = _guide.entries(cfg, sp, top_k=3, draws=32, error=0.2)
-    assert {e[TP] for e in nominal} == {4}
+    assert {e[TP] for e in nominal} == {2}
     assert drawn[0] == nominal[0]                               # the planner's best still runs first
-    assert (0.4, 1) in {(e[UTIL], e[TP]) for e in drawn[1:]}
+    assert 1 in {e[TP] for e in drawn[1:] if e not in nominal}
 
 
 def test_where_every_error_draw_agrees_the_guide_enqueues_one_config():
@@ -115,7 +115,9 @@ def test_a_group_option_given_on_the_command_line_needs_no_compose_and_every_con
     sp = _space_of([*SPACE, "hardware=a3_64g"])
     assert not _guide.needs_compose(cfg, sp)
     assert len(_guide.predict_all(cfg, sp, _guide.candidates(sp))) == 14 * 4 * 2 * 2
-    assert (0.4, 1) in {(e[UTIL], e[TP]) for e in _guide.entries(cfg, sp, top_k=3, draws=32)}
+    composed = compose_config(["hardware=a3_64g", "model=qwen3_8b", "algorithm=grpo"])
+    assert (_guide.entries(cfg, sp, top_k=3, draws=32)
+            == _guide.entries(composed, _space_of(SPACE), top_k=3, draws=32))     # what composing ranks
     assert _guide.needs_compose(cfg, _space_of([*SPACE, "hardware=a2_64g"]))     # another option: compose
 
 

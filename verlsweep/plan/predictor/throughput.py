@@ -54,13 +54,24 @@ def _decode_s(inp: PlanInputs, c: Constants, seqs: float, lengths: Lengths, kv_t
     read = vllm_weights_gb(inp) * GIB + kv
     t_mem = read / (hw.stated("hbm_bandwidth_gbs") * 1e9 * c.decode_bw_efficiency)
     t_compute = 2 * m.params / r.tp * active / (hw.stated("bf16_tflops") * 1e12 * c.prefill_mfu)
-    graphs = not r.enforce_eager and r.cudagraph_mode != "NONE" and r.capture_sizes \
-        and active <= max(r.capture_sizes)
-    overhead = (c.graph_step_overhead_ms if graphs else c.eager_step_overhead_ms) / 1e3
+    # vLLM replays a captured graph for a step whose batch fits its largest capture size and runs any larger
+    # step eagerly (vllm/v1/cudagraph_dispatcher.py: a batch above max_cudagraph_capture_size dispatches
+    # CUDAGraphMode.NONE; vllm-ascend's ACL graphs follow it). The bulk of a call runs the whole concurrent
+    # batch; the tail, the longest sequences finishing alone, runs small batches. Deciding on the mean
+    # batch instead made a higher util (more concurrency, fewer steps) predict a slower rollout.
+    captured = max(r.capture_sizes) if not r.enforce_eager and r.cudagraph_mode != "NONE" and r.capture_sizes \
+        else 0
+    bulk = min(seqs * lengths.response / conc, steps)
+    overhead = (bulk * _step_overhead_ms(c, conc <= captured)
+                + (steps - bulk) * _step_overhead_ms(c, captured > 0)) / 1e3
     if r.tp > 1:
-        overhead += 2 * m.num_layers * c.tp_allreduce_us / 1e6
+        overhead += steps * 2 * m.num_layers * c.tp_allreduce_us / 1e6
     prefill = seqs * lengths.prompt * 2 * m.params / r.tp / (hw.stated("bf16_tflops") * 1e12 * c.prefill_mfu)
-    return steps * (max(t_mem, t_compute) + overhead) + prefill
+    return steps * max(t_mem, t_compute) + overhead + prefill
+
+
+def _step_overhead_ms(c: Constants, graph: bool) -> float:
+    return c.graph_step_overhead_ms if graph else c.eager_step_overhead_ms
 
 
 def _flops_per_token(inp: PlanInputs, params: float, lengths: Lengths) -> float:
