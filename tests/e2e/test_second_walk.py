@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import yaml
@@ -39,3 +38,40 @@ def test_a_profile_detected_from_a_recorded_npu_smi_leaves_the_cpus_to_its_node_
         cwd=REPO, capture_output=True, text=True, timeout=120)
     assert stated.returncode == 0, stated.stderr[-3000:]
     assert yaml.safe_load((site / "hardware" / "lab_a2_cpus.yaml").read_text())["hardware"]["cpus"] == 192
+
+
+def _readme_command(needle: str) -> str:
+    from tests.test_docs_commands import collect
+
+    (command,) = [c for c in collect(REPO / "README.md") if needle in c.text and c.skip_reason is None]
+    return command.text
+
+
+@pytest.mark.slow
+def test_the_readme_tour_after_the_quickstart_runs_its_own_study(tmp_path):
+    """The tour's sweep composes the quickstart's study (same space, hardware, algorithm): it used to resume
+    that finished study, print `complete: 30/4 trials` and write nothing where the tour looks next."""
+    from tests.test_docs_commands import command_env, workdir_for
+
+    work = workdir_for(tmp_path)
+    env = command_env(tmp_path, work)
+    quickstart = subprocess.run(      # ./quickstart's own sweep, with the tour's budget of 4 trials
+        [sys.executable, "sweep.py", "-m", "hardware=a2_64g", "algorithm=remax", "runner=estimate",
+         "hydra.sweeper.n_trials=4"], cwd=work, env=env, capture_output=True, text=True, timeout=600)
+    assert quickstart.returncode == 0, quickstart.stderr[-3000:]
+    tour = subprocess.run(["bash", "-c", _readme_command("hydra.sweep.dir=outputs/sweeps/tour")], cwd=work, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert tour.returncode == 0, tour.stderr[-3000:]
+    rows = (work / "outputs" / "sweeps" / "tour" / "trials.csv").read_text().splitlines()
+    assert len(rows) == 1 + 4, rows
+    report = subprocess.run([sys.executable, "-m", "verlsweep.report", "outputs/sweeps/tour"], cwd=work, env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert report.returncode == 0 and "4 of 4 trials" in report.stdout, report.stderr[-3000:]
+
+
+def test_a_report_on_a_dir_that_does_not_exist_says_so_and_exits_2(tmp_path):
+    missing = tmp_path / "outputs" / "sweeps" / "tuor"
+    done = subprocess.run([sys.executable, "-m", "verlsweep.report", str(missing)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert f"{missing} does not exist" in done.stderr and "Traceback" not in done.stderr

@@ -49,8 +49,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--repair goes with --status")
     try:
         target = status.resolve(args.target, args.storage, args.study, args.tracking_uri)
-    except status.TargetError as exc:
-        raise SystemExit(f"verlsweep.report: {exc}") from exc
+    except status.TargetError as exc:     # what the user typed: exit 2, as every input error
+        print(f"verlsweep.report: {exc}", file=sys.stderr)
+        raise SystemExit(2) from exc
     study = _open(target)
     sweep = load(study)
     if args.status:

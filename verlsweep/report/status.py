@@ -44,6 +44,9 @@ def resolve(sweep_dir: str | None, storage: str | None, study: str | None, track
     if not sweep_dir:
         raise TargetError("give a sweep dir, or --storage URL --study NAME")
     root = Path(sweep_dir)
+    if not root.exists():
+        raise TargetError(f"{root} does not exist: give the sweep dir a sweep printed (`results: <dir>`), "
+                          "or --storage URL --study NAME")
     best = root / "best.yaml"
     if best.is_file():
         doc = yaml.safe_load(best.read_text()) or {}
