@@ -115,3 +115,27 @@ def test_an_estimate_sweeps_launch_script_comes_collapsed_after_the_plots(estima
     details = page.index("<details id='launch-details'>")
     assert last_plot < details < page.index("<pre id='launch'>") < page.index("</details>", details)
     assert "-m verl.trainer.main_ppo" in page[details:]
+
+
+@pytest.mark.slow
+def test_an_estimate_sweeps_predictions_table_has_a_cell_per_header_and_names_the_peak_that_moves(estimate_sweep):
+    page = estimate_sweep["page"]
+    section = page[page.index("<h2>Planner's predictions"):]
+    table = section[:section.index("</table>")]
+    head = [re.sub(r"<[^>]+>", "", h) for h in re.findall(r"<th[^>]*>(.*?)</th>", table)]
+    rows = cells(page, "<h2>Planner's predictions")
+    assert head[:6] == ["#", "outcome", "knobs", "predicted tok/s", "predicted peak GB (phase)",
+                        "predicted trainer peak GB"]
+    assert rows and all(len(r) == len(head) for r in rows), (head, rows[:3])
+    completed = [r for r in rows if r[1] == "completed"]
+    assert len({r[5] for r in completed}) == 1              # the trainer peak: the same whatever util
+    assert len({r[4] for r in completed}) > 1               # the device peak moves with util and TP
+    assert all(re.fullmatch(r"[\d.]+ [a-z_]+", r[4]) for r in completed)       # "38.6 rollout"
+
+
+@pytest.mark.slow
+def test_an_estimate_sweeps_report_shows_where_the_predicted_step_time_goes(estimate_sweep):
+    page = estimate_sweep["page"]
+    assert "time_split" in re.findall(r"<img class='plot' alt='(\w+)'", page)
+    assert "predicted by the planner (runner=estimate measures nothing)" in page
+    assert (estimate_sweep["dir"] / "plots" / "time_split.png").is_file()

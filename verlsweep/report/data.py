@@ -25,6 +25,7 @@ ESTIMATE = "estimate"               # TrialResult.backend of runner=estimate: it
 UTIL_SUFFIX = "gpu_memory_utilization"
 TP_SUFFIX = "tensor_model_parallel_size"
 PREDICTED_PEAK = "plan/trainer_peak_gb"
+PREDICTED_PHASE_PEAK = "plan/peak_gb/"      # + a phase: the planner's HBM per device in that phase
 PREDICTED_TOK_S = "plan/tok_s"
 
 
@@ -63,6 +64,17 @@ class Row:
     def measured(self) -> list[float]:
         """The objectives of a measured trial; empty for any other."""
         return self.values or []
+
+    @property
+    def predicted_device_peak(self) -> tuple[float, str] | None:
+        """The planner's highest HBM per device over the step's phases, with that phase: what util, TP and
+        offload move (the trainer's allocator peak, PREDICTED_PEAK, does not depend on util)."""
+        phases = {k[len(PREDICTED_PHASE_PEAK):]: v for k, v in self.predicted.items()
+                  if k.startswith(PREDICTED_PHASE_PEAK)}
+        if not phases:
+            return None
+        phase = max(phases, key=lambda p: phases[p])
+        return phases[phase], phase
 
     @property
     def shown_outcome(self) -> str:

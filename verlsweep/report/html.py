@@ -121,18 +121,26 @@ def _trials_table(sweep: Sweep, best: Row | None) -> str:
     return _table(head, rows, {1, *range(len(head) - len(sweep.param_names), len(head))}, marks)
 
 
+def _device_peak(row: Row) -> str:
+    peak = row.predicted_device_peak
+    return f"{peak[0]:.1f} {peak[1]}" if peak else "-"
+
+
 def _predictions_table(sweep: Sweep) -> str:
-    head = ["#", "outcome", "knobs", "predicted tok/s", sweep.objectives[0], "predicted peak GB", "peak GB"]
-    rows = [[str(r.number), r.shown_outcome, r.knobs, _num(r.predicted.get(PREDICTED_TOK_S)),
-             _num(r.values[0]) if r.values else "-", _num(r.predicted.get(PREDICTED_PEAK), ".1f"),
+    # the device peak (its phase named) moves with util, TP and offload; the trainer's allocator peak, what
+    # verl logs as perf/max_memory_allocated_gb and the measured "peak GB" is, does not move with util
+    head = ["#", "outcome", "knobs", "predicted tok/s", "predicted peak GB (phase)", "predicted trainer peak GB",
+            sweep.objectives[0], "peak GB"]
+    rows = [[str(r.number), r.shown_outcome, r.knobs, _num(r.predicted.get(PREDICTED_TOK_S)), _device_peak(r),
+             _num(r.predicted.get(PREDICTED_PEAK), ".1f"), _num(r.measured[0]) if r.measured else "-",
              _num(r.peak_gb, ".1f")] for r in sweep.rows if r.predicted]
     if not rows:
         return "<p class='note'>no trial carries the planner's prediction</p>"
     if sweep.estimated():
         # runner=estimate measures nothing: its objective and peak are these predictions again
         return ("<p class='note'>runner=estimate: the objective and peak are the planner's prediction</p>"
-                + _table(head[:-2] + ["predicted peak GB"], [r[:4] + [r[5]] for r in rows], {1, 2}))
-    return _table(head, rows, {1, 2})
+                + _table(head[:-2], [r[:-2] for r in rows], {1, 2, 4}))
+    return _table(head, rows, {1, 2, 4})
 
 
 def _frontier_tables(sweep: Sweep, items: list[Combo]) -> str:

@@ -17,19 +17,25 @@ PHASE_COLORS = dict(zip((*PHASES, OTHER), ("#e8590c", "#1c7ed6", "#9c36b5", "#0c
 
 
 def splits(sweep: Sweep) -> list[tuple[Row, dict[str, float], dict[str, float]]]:
-    """(row, measured split, predicted split) of every trial with a measured split."""
+    """(row, measured split, predicted split) of every trial with a measured split. Under runner=estimate
+    nothing is measured: every trial with the planner's split, the measured one left empty."""
+    estimated = sweep.estimated()
     out = []
     for row in sweep.rows:
-        measured = measured_split(row.metrics)
-        if measured:
-            out.append((row, measured, from_predicted(row.predicted)))
+        measured = {} if estimated else measured_split(row.metrics)
+        predicted = from_predicted(row.predicted)
+        if measured or (estimated and predicted):
+            out.append((row, measured, predicted))
     return out
 
 
 def time_split(sweep: Sweep, out: Path) -> Plot:
     from verlsweep.report.plots import Plot, _matplotlib, _save
 
-    plot = Plot("time_split", "Where the step time goes: measured (left) and predicted (right, hatched) per trial")
+    title = ("Where the step time goes: predicted by the planner (runner=estimate measures nothing), hatched, "
+             "per trial" if sweep.estimated() else
+             "Where the step time goes: measured (left) and predicted (right, hatched) per trial")
+    plot = Plot("time_split", title)
     rows = splits(sweep)
     if not rows:
         plot.note = ("no trial has verl's timing_s/* phases (objective.extra lists them: sweeps/throughput.yaml "
