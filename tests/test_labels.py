@@ -1,7 +1,7 @@
 """Knob labels: trial names, terminal lines and report columns say the same short thing."""
 from __future__ import annotations
 
-from verlsweep.common.labels import decimals_of, knob_tokens, path_safe, show, trial_label
+from verlsweep.common.labels import clip, decimals_of, figure, knob_tokens, path_safe, show, trial_label
 
 P = "verl.actor_rollout_ref"
 
@@ -30,3 +30,15 @@ def test_no_offload_flag_on_reads_as_a_dash_and_other_knobs_keep_a_short_suffix(
     params = {f"{P}.actor.fsdp_config.param_offload": False, f"{P}.rollout.max_num_seqs": 64,
               "verl.actor_rollout_ref.actor.optim.lr": 1e-6}
     assert knob_tokens(params) == ["off=-", "seqs=64", "lr=1e-06"]
+
+
+def test_figures_side_by_side_keep_four_significant_digits_and_their_trailing_zeros():
+    assert [figure(v) for v in (343.0, 340.66, 1012.53, 0.54, 410.1137)] == ["343.0", "340.7", "1013", "0.5400",
+                                                                             "410.1"]
+
+
+def test_a_clipped_label_ends_after_a_whole_word():
+    label = "max_tok=16384 log_prob_max_token_len_per_gpu=16384 batched_tokens=8192 enforce_eager=False"
+    assert clip(label, 60) == "max_tok=16384 log_prob_max_token_len_per_gpu=16384 …"
+    assert clip(label, len(label)) == label
+    assert len(clip(label, 40)) <= 40 and clip("x" * 50, 10) == "x" * 9 + "…"

@@ -52,3 +52,14 @@ def test_a_chained_study_describes_its_start_for_the_report(storage, tmp_path):
     assert chained_text(study) is None
     study.set_user_attr(FROM_STUDY_ATTR, resolve("memory", storage, tmp_path).to_attr())
     assert chained_text(study).startswith("started from study memory, trial 1")
+
+
+def test_the_chain_line_tells_the_actors_and_the_refs_offload_apart():
+    study = optuna.create_study()
+    actor = "verl.actor_rollout_ref.actor.fsdp_config.param_offload"
+    ref = "verl.actor_rollout_ref.ref.fsdp_config.param_offload"
+    study.set_user_attr(FROM_STUDY_ATTR, {"study_name": "memory", "trial_number": 1, "source": "best.yaml",
+                                          "params": {UTIL: 0.55, actor: True, ref: False}})
+    text = chained_text(study)
+    assert text.endswith("gpu_memory_utilization=0.55, actor.fsdp_config.param_offload=True, "
+                         "ref.fsdp_config.param_offload=False")

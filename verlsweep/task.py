@@ -24,6 +24,7 @@ from verlsweep.command.compose import Command
 from verlsweep.common import crashpoint, slurm
 from verlsweep.common.errors import ConfigError, MissingPath, Problem
 from verlsweep.common.files import write_atomic
+from verlsweep.common.labels import figure
 from verlsweep.common.names import (
     COMMAND_JSON,
     COMMAND_SH,
@@ -98,8 +99,9 @@ def _cpu_line(prepared: PreparedTrial) -> str:
     host = os.uname().nodename
     if cpus.ok:
         return f"# planner Ray CPUs (this machine, {host}): ok: {cpus.message()}\n"
-    return (f"# planner Ray CPUs (this machine, {host}): too few here: {cpus.message()}. A run on {host} would "
-            f"not launch (plan.enforce); on another node its CPUs decide: set hardware.cpus to check them\n")
+    # a laptop dry run for a node: one line, not the whole verdict (a run here prints that and stops)
+    return (f"# planner Ray CPUs (this machine, {host}): too few here: {cpus.brief()}; a run here would not "
+            f"launch, on the node its CPUs decide (set hardware.cpus to check them)\n")
 
 
 def hardware_name_warning(name: str, choice: str | None) -> str | None:
@@ -321,7 +323,7 @@ def _report(result: TrialResult, out: Path, multirun: bool, to_log: bool = False
     if result.predicted.get(EDGE_PROBE_METRIC):
         line += f" ({EDGE_PROBE})"
     if result.objective is not None:
-        line += f", objective {result.objective:.6g}"
+        line += f", objective {figure(result.objective)}"
     if result.peak_memory_gb is not None:
         line += f", peak {result.peak_memory_gb:.2f} GB"
     line += f", {result.steps} step(s), {result.duration_s:.1f} s, run {result.run_id}, dir {out}"

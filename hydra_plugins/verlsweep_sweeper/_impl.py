@@ -33,7 +33,7 @@ from verlsweep.config.node import convert
 from verlsweep.study import create, inflight, peer_compat
 from verlsweep.study import space as _space
 from verlsweep.study.hooks import AppHooks, TaskHooks, is_own_task
-from verlsweep.study.loop import Loop, Search, SweepStopped
+from verlsweep.study.loop import Loop, Search, SweepInterrupted, SweepStopped
 from verlsweep.study.space import SearchSpaceError
 from verlsweep.study.verl_hooks import Hydra, VerlHooks
 from verlsweep.study_link import absolute_storage_url
@@ -60,6 +60,19 @@ def _refuse(exc: Exception) -> NoReturn:
     sys.stderr.write(f"verlsweep: {exc}\n")
     sys.stderr.flush()
     raise SystemExit(1 if isinstance(exc, SweepStopped) else 2) from None
+
+
+def _interrupted(abandoned: list[int]) -> NoReturn:
+    """Ctrl-C: one line, exit 130 (128 + SIGINT, as a shell reports it); the summary above says the rest."""
+    sys.stdout.flush()
+    if full_traceback_wanted():
+        traceback.print_exc()
+    stopped = ", ".join(f"t{n:02d}" for n in abandoned)
+    again = (f"; {stopped} stopped in flight, re-run once when the same command runs again" if abandoned
+             else "")
+    sys.stderr.write(f"verlsweep: interrupted (Ctrl-C){again} (n_trials is the total)\n")
+    sys.stderr.flush()
+    raise SystemExit(130) from None
 
 
 def settings_from(kwargs: Mapping[str, Any]) -> VerlSweepSweeperConf:
@@ -113,6 +126,8 @@ class VerlSweepImpl(Sweeper):
             self._sweep(arguments)
         except (SearchSpaceError, ConfigError, SweepStopped) as exc:
             _refuse(exc)
+        except SweepInterrupted as exc:
+            _interrupted(exc.abandoned)
 
     def _sweep(self, arguments: list[str]) -> None:
         assert self.config is not None and self.hydra_context is not None and self.launcher is not None

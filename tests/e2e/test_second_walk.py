@@ -1,6 +1,7 @@
 """A new user's second walk, through the commands they type: what used to trip them, now a clear path."""
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -75,3 +76,32 @@ def test_a_report_on_a_dir_that_does_not_exist_says_so_and_exits_2(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert f"{missing} does not exist" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.slow
+def test_a_throughput_sweeps_terminal_says_the_best_once_in_one_number_format_and_cuts_labels_at_a_word(tmp_path):
+    proc = run_sweep(tmp_path, ["hardware=a2_64g", "algorithm=grpo", "model=qwen3_8b", "space=throughput",
+                                "runner=estimate", "hydra.sweeper.n_trials=2", "tracking.enabled=false",
+                                f"hydra.sweep.dir={tmp_path / 'sweep'}"], new_mark(), multirun=True,
+                     env={"COLUMNS": "120"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout + proc.stderr
+    assert "Best parameters" not in out and "Best value" not in out       # the summary says the best, once
+    assert len(re.findall(r"^best trial \d+: ", proc.stdout, re.MULTILINE)) == 1
+    lines = re.findall(r"^t\d\d  completed .*$", proc.stdout, re.MULTILINE)
+    assert len(lines) == 2
+    for line in lines:
+        assert re.search(r"\d s$", line), line                 # the label gave way, the trial's time stays
+        assert not re.search(r"\S…", line), line              # cut after a whole knob, never inside one
+    shown = re.findall(r"^t\d\d  completed +(\S+)", proc.stdout, re.MULTILINE)
+    shown += re.findall(r"best objective (\S+) \(t", proc.stdout)
+    assert shown and all(len(re.sub(r"\D", "", s).lstrip("0")) == 4 for s in shown), shown
+
+
+@pytest.mark.slow
+def test_a_laptop_dry_run_says_its_ray_cpus_in_one_short_line(tmp_path):
+    proc = run_sweep(tmp_path, ["hardware=a2_64g", "algorithm=remax", "model=qwen3_8b", "dry_run=true",
+                                f"paths.output_root={tmp_path}"], new_mark(), env={"SLURM_CPUS_ON_NODE": "2"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (line,) = re.findall(r"^# planner Ray CPUs .*$", proc.stdout, re.MULTILINE)
+    assert len(line) < 250 and "set hardware.cpus" in line, line

@@ -4,6 +4,7 @@ stops before the study, group typos get a "did you mean", --help shows our group
 a long run one can start. Sweeps use runner=estimate (seconds per trial, no device or files)."""
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -17,6 +18,8 @@ from mlflow.tracking import MlflowClient
 
 from tests.support.trial_helpers import REPO, copy_store, new_mark, run_sweep
 from verlsweep import CONF_DIR
+from verlsweep.common.labels import figure
+from verlsweep.common.names import RESULT_FILE
 
 UTIL = "verl.actor_rollout_ref.rollout.gpu_memory_utilization"
 DB = "verlsweep-optuna.db"
@@ -193,8 +196,9 @@ def test_the_estimate_runner_measures_the_prediction_itself(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     (plan_file,) = (tmp_path / "out" / "runs").glob("*/plan.json")
     predicted = yaml.safe_load(plan_file.read_text())["tok_s"]
-    objective = float(re.search(r"trial completed, objective ([\d.]+)", proc.stdout).group(1))
+    objective = json.loads((plan_file.parent / RESULT_FILE).read_text())["objective"]
     assert objective == pytest.approx(predicted, rel=1e-5)
+    assert f"trial completed, objective {figure(objective)}," in proc.stdout     # as every view shows it
     steps = [yaml.safe_load(line)["data"]["perf/throughput"]
              for line in (plan_file.parent / "metrics.jsonl").read_text().splitlines()]
     assert len(set(steps[1:])) == 1                                      # no noise after the warm-up step

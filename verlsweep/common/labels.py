@@ -62,6 +62,25 @@ def decimals_of(step: Any) -> int | None:
     return len(text.split(".")[1]) if "." in text else 0
 
 
+def figure(value: float) -> str:
+    """A measured or predicted number as every view shows it: 4 significant digits, trailing zeros kept so
+    that figures side by side read alike (`343.0` beside `340.7`, `0.5400`, `1013`)."""
+    if not math.isfinite(value):
+        return str(value)
+    text = f"{value:#.4g}"
+    return text if "e" in text else text.rstrip(".")
+
+
+def clip(text: str, width: int) -> str:
+    """`text` within `width` characters, cut after a whole word with an ellipsis (a word longer than
+    the width is cut inside it)."""
+    if len(text) <= width:
+        return text
+    head = text[:max(width - 1, 0)]
+    cut = head.rfind(" ")
+    return (head[:cut].rstrip() + " …") if cut > 0 else head + "…"
+
+
 def step_of(distribution: Any) -> Any:
     return getattr(distribution, "step", None)
 

@@ -67,19 +67,25 @@ def running_elsewhere(study: optuna.Study, mine: set[int]) -> list[int]:
             if t.number not in mine]
 
 
-def abandon(study: optuna.Study, trials: Iterable[optuna.Trial]) -> None:
+def abandon(study: optuna.Study, trials: Iterable[optuna.Trial]) -> list[int]:
     """Trials this process can no longer finish (interrupted): FAIL and re-enqueue now, as a stale
-    trial would be, so the next run does not wait for the heartbeat grace period."""
+    trial would be, so the next run does not wait for the heartbeat grace period. Their numbers.
+
+    No `outcome` attr is set: a FAIL trial without one reads as `interrupted` (reconcile.check.outcome),
+    and Optuna's retry copies the failed trial's user attrs to the waiting re-run, which is no interrupted
+    trial."""
     with quiet_optuna():
         retry = RetryHeartbeatStaleTrialCallback(max_retry=STALE_RETRIES)
     storage = optuna_private.storage(study)
+    numbers = []
     for trial in trials:
         with contextlib.suppress(Exception):
             trial_id = optuna_private.trial_id(trial)
-            storage.set_trial_user_attr(trial_id, "outcome", "interrupted")
             if storage.set_trial_state_values(trial_id, state=TrialState.FAIL):
+                numbers.append(trial.number)
                 with quiet_optuna():
                     retry(study, storage.get_trial(trial_id))
+    return numbers
 
 
 def rerun_once(study: optuna.Study, trial: optuna.Trial) -> None:

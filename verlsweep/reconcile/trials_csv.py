@@ -15,6 +15,7 @@ import optuna
 from optuna.trial import FrozenTrial
 
 from verlsweep.common.files import write_atomic
+from verlsweep.common.labels import clip
 from verlsweep.common.names import FAILURE_PHASE_ATTR, OVER_BUDGET_ATTR, REUSED_FROM_ATTR, RULED_OUT_ATTR
 from verlsweep.reconcile.check import TRIALS_CSV, outcome
 
@@ -41,7 +42,7 @@ def _csv(study: optuna.Study, objectives: list[str], param_names: list[str], sho
                          *[shown(p, t.params.get(p)) for p in param_names], t.system_attrs.get("failed_trial"),
                          t.user_attrs.get(REUSED_FROM_ATTR), t.user_attrs.get(RULED_OUT_ATTR),
                          t.user_attrs.get(FAILURE_PHASE_ATTR), t.user_attrs.get("run_id"), t.user_attrs.get("job_dir"),
-                         excerpt[-1][:300] if excerpt else None])
+                         clip(excerpt[-1], 300) if excerpt else None])
     return buf.getvalue()
 
 

@@ -19,6 +19,7 @@ from verlsweep.common.names import (
     REUSED_FROM_ATTR,
     RULED_OUT_ATTR,
 )
+from verlsweep.reconcile.budget import budget_trials
 
 ESTIMATE = "estimate"               # TrialResult.backend of runner=estimate: its numbers are the planner's
 
@@ -59,6 +60,7 @@ class Row:
     backend: str | None = None            # verl | script | estimate
     reused_from: int | None = None        # never launched: this trial's measurement told again
     metrics: dict[str, float] = field(default_factory=dict)   # verl metrics aggregated like the objective
+    counted: bool = True                  # counts towards n_trials (not a stopped trial whose re-run does)
 
     @property
     def measured(self) -> list[float]:
@@ -106,14 +108,15 @@ class Sweep:
         key = (lambda r: r.measured[0]) if self.maximize else (lambda r: -r.measured[0])
         return max(done, key=key)
 
-    def outcomes(self) -> dict[str, int]:
+    def outcomes(self, rows: list[Row] | None = None) -> dict[str, int]:
         counts: dict[str, int] = {}
-        for r in self.rows:
+        for r in self.rows if rows is None else rows:
             counts[r.outcome] = counts.get(r.outcome, 0) + 1
         return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
     def finished(self) -> list[Row]:
-        return [r for r in self.rows if r.outcome != "running"]
+        """The trials done of the n_trials: a stopped trial whose re-run takes its place is not one."""
+        return [r for r in self.rows if r.counted and r.outcome not in ("running", "waiting")]
 
     def short(self, name: str) -> str:
         return short_name(name, self.param_names)
@@ -153,6 +156,7 @@ class Sweep:
 
 def load(study: optuna.Study, objectives: list[str] | None = None) -> Sweep:
     trials = [t for t in study.get_trials(deepcopy=False) if not t.system_attrs.get(OVER_BUDGET_ATTR)]
+    counted = {t.number for t in budget_trials(trials)}
     names: list[str] = []
     steps: dict[str, Any] = {}
     dists: dict[str, Any] = {}
@@ -173,7 +177,7 @@ def load(study: optuna.Study, objectives: list[str] | None = None) -> Sweep:
             excerpt=t.user_attrs.get("excerpt"), phase=t.user_attrs.get(FAILURE_PHASE_ATTR) or None,
             ruled_out_by=_int(t.user_attrs.get(RULED_OUT_ATTR)), backend=t.user_attrs.get("backend"),
             reused_from=_int(t.user_attrs.get(REUSED_FROM_ATTR)),
-            metrics=dict(t.user_attrs.get("metrics") or {})))
+            metrics=dict(t.user_attrs.get("metrics") or {}), counted=t.number in counted))
     n_objectives = len(study.directions)
     objectives = list(objectives or study.user_attrs.get(OBJECTIVES_ATTR) or ["objective"])[:n_objectives]
     objectives += [f"objective_{i}" for i in range(len(objectives), n_objectives)]

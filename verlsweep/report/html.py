@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from verlsweep.common.files import write_atomic
+from verlsweep.common.labels import figure, short
 from verlsweep.common.names import FROM_STUDY_ATTR
 from verlsweep.report.data import PREDICTED_PEAK, PREDICTED_TOK_S, Row, Sweep
 from verlsweep.report.frontier import Combo, Side, combos, region_text
@@ -27,8 +28,11 @@ img{max-width:100%;border:1px solid #dee2e6}.note{color:#868e96}
 """
 
 
-def _num(value: Any, fmt: str = ".4g") -> str:
-    return "-" if not isinstance(value, (int, float)) or isinstance(value, bool) else format(value, fmt)
+def _num(value: Any, fmt: str | None = None) -> str:
+    """A number of the report: as every view shows it (labels.figure), or in `fmt` (a peak's `.1f`)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return "-"
+    return figure(value) if fmt is None else format(value, fmt)
 
 
 def _util(sweep: Sweep, value: Any) -> str:
@@ -43,9 +47,12 @@ def status_text(sweep: Sweep) -> str:
     best_text = (f"best {sweep.objectives[0]} {_num(best.measured[0])} (t{best.number:02d} {best.knobs})"
                  if best else "no measured trial yet")
     running = sum(1 for r in sweep.rows if r.outcome == "running")
-    outcomes = ", ".join(f"{k} {v}" for k, v in sweep.outcomes().items())
+    waiting = sum(1 for r in sweep.rows if r.counted and r.outcome == "waiting")
+    outcomes = ", ".join(f"{k} {v}" for k, v in sweep.outcomes(sweep.finished()).items())
+    rerun = sum(1 for r in sweep.rows if not r.counted)     # stopped (Ctrl-C, a dead sweep): a re-run counts
     return (f"study {sweep.study.study_name}: {done}{total} trials done"
-            f"{f', {running} running' if running else ''}; {best_text}; {outcomes or 'no trials'}")
+            f"{f', {running} running' if running else ''}{f', {waiting} waiting' if waiting else ''}; "
+            f"{best_text}; {outcomes or 'no trials'}{f' ({rerun} stopped and re-run)' if rerun else ''}")
 
 
 def launch_file(sweep: Sweep, sweep_dir: Path | None) -> Path | None:
@@ -66,7 +73,9 @@ def chained_text(study: Any) -> str | None:
     link = study.user_attrs.get(FROM_STUDY_ATTR)
     if not isinstance(link, dict):
         return None
-    knobs = ", ".join(f"{'.'.join(k.split('.')[-2:])}={v}" for k, v in (link.get("params") or {}).items())
+    params = dict(link.get("params") or {})
+    # each knob by its shortest unique suffix: the actor's and the ref's param_offload apart
+    knobs = ", ".join(f"{short(k, list(params))}={v}" for k, v in params.items())
     return (f"started from study {link.get('study_name')}, trial {link.get('trial_number')} "
             f"({link.get('source')}); its knobs fixed unless swept here: {knobs}")
 

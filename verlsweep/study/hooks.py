@@ -161,7 +161,7 @@ class AppHooks:
                 console: Any) -> None:
         _outputs.summary(study, objectives, list(space.distributions), best, self.sweep_dir, space.value, console,
                          verl=False)
-        peer_compat.write_results(study, best, self.sweep_dir, space.value, exact=True)
+        peer_compat.write_results(study, best, self.sweep_dir, space.value)
 
     def finish(self, status: str, others_alive: bool, console: Any) -> None:
         return None

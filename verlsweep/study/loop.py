@@ -52,6 +52,14 @@ from verlsweep.study_link import absolute_storage_url
 log = logging.getLogger(__name__)
 
 
+class SweepInterrupted(KeyboardInterrupt):
+    """Ctrl-C: the trials it stopped in flight (failed, and re-run once when the same command runs again)."""
+
+    def __init__(self, abandoned: list[int]) -> None:
+        super().__init__(abandoned)
+        self.abandoned = abandoned
+
+
 class SweepStopped(RuntimeError):
     """max_consecutive_failures reached; the outputs so far are written."""
 
@@ -75,6 +83,7 @@ class Loop:
         self.sweep_dir = sweep_dir
         self.run_batch = run_batch       # job overrides, initial_job_idx -> one JobReturn-like result per job
         self.job_idx = 0
+        self.abandoned: list[int] = []      # trials Ctrl-C stopped in flight
         self._space = _space.SearchSpace()
         self._objectives: list[str] = []
         self._extend = peer_compat.extender(settings.custom_search_space)
@@ -138,7 +147,7 @@ class Loop:
                 status = "FINISHED"
             except KeyboardInterrupt:
                 status = "KILLED"
-                raise
+                raise SweepInterrupted(self.abandoned) from None
             finally:
                 # also when stopped: what was measured is on disk, in MLflow and on the terminal
                 me.repair_runs()
@@ -263,7 +272,8 @@ class Loop:
             count=watch.told,
             show=lambda: self._after(study, n_trials, outputs, me),
             others_running=others_running, watch=lambda ts: heartbeat.add(ids(ts)),
-            unwatch=lambda ts: heartbeat.remove(ids(ts)), abandon=lambda ts: budget.abandon(study, ts))
+            unwatch=lambda ts: heartbeat.remove(ids(ts)),
+            abandon=lambda ts: self.abandoned.extend(budget.abandon(study, ts)))
         self.job_idx = inflight.run(sweep, inflight.InFlight(self.run_batch, self.s.n_jobs, self.hooks.slot_overrides),
                                     self.job_idx)
         if watch.stopped_by:
@@ -318,7 +328,7 @@ class Loop:
                     told.append(self._tell(study, trial, ret, launched_results[i]))
         except BaseException:
             # interrupted mid-batch: fail the unfinished trials now and re-enqueue them once
-            budget.abandon(study, [t for t in trials if t.number not in {x.number for x in told}])
+            self.abandoned += budget.abandon(study, [t for t in trials if t.number not in {x.number for x in told}])
             raise
         return told
 

@@ -21,7 +21,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from verlsweep.common import crashpoint
 from verlsweep.common.files import write_atomic
-from verlsweep.common.labels import knob_tokens, not_launched, short, show
+from verlsweep.common.labels import figure, knob_tokens, not_launched, short, show
 from verlsweep.common.names import OVERRIDES_ATTR, PLACEHOLDER_ATTR, REUSED_FROM_ATTR, RULED_OUT_ATTR
 from verlsweep.reconcile.budget import budget_trials
 from verlsweep.reconcile.check import TRIALS_CSV, outcome
@@ -136,7 +136,7 @@ def launch_header(trial: FrozenTrial, study_name: str, objectives: list[str], sh
                   experiment: str) -> str:
     """Where the script's knobs and value come from, and how it resumes."""
     backend = trial.user_attrs.get("backend") or "unknown"
-    values = ", ".join(f"{n}={v:.4g}" for n, v in zip(objectives, trial.values or []))
+    values = ", ".join(f"{n}={figure(v)}" for n, v in zip(objectives, trial.values or []))
     how = ("predicted, not measured (runner=estimate: the planner's numbers; run it on the device to know)"
            if backend == "estimate" else f"measured by runner={backend}")
     when = trial.datetime_complete.strftime("%Y-%m-%d %H:%M") if trial.datetime_complete else "unknown"
@@ -156,7 +156,7 @@ def complete_message(study: optuna.Study, n_trials: int, objectives: list[str],
     best = best_trials(study)
     if best:
         b = best[0]
-        values = ", ".join(f"{n}={v:.4g}" for n, v in zip(objectives, b.values))
+        values = ", ".join(f"{n}={figure(v)}" for n, v in zip(objectives, b.values))
         names = list(b.params)
         knobs = ", ".join(f"{short(k, names)}={shown(k, v)}" for k, v in b.params.items())
         found = f"best trial {b.number}: {values} ({knobs})"
@@ -204,9 +204,11 @@ def summary(study: optuna.Study, objectives: list[str], param_names: list[str], 
     best_numbers = {t.number for t in best}
     steps = {p: None for p in param_names}
     for t in reportable(study.get_trials(deepcopy=False)):
+        if t.state == TrialState.WAITING:      # not run yet (a stopped trial's re-run): nothing to show
+            continue
         steps.update({k: getattr(d, "step", None) for k, d in t.distributions.items()})
         measured = t.state == TrialState.COMPLETE and not t.user_attrs.get(PLACEHOLDER_ATTR)
-        cells = [f"{v:.4g}" for v in t.values] if measured and t.values else ["-"] * len(objectives)
+        cells = [figure(v) for v in t.values] if measured and t.values else ["-"] * len(objectives)
         note = not_launched(t.user_attrs.get(REUSED_FROM_ATTR), t.user_attrs.get(RULED_OUT_ATTR))
         shown_outcome = f"{outcome(t)} ({note})" if note else str(outcome(t))
         row = [f"{'*' if t.number in best_numbers else ''}{t.number}", shown_outcome, *cells]
@@ -226,7 +228,7 @@ def summary(study: optuna.Study, objectives: list[str], param_names: list[str], 
     if best:
         b = best[0]
         knobs = "".join(f"\n  {k}={show(v, steps.get(k))}" for k, v in b.params.items())
-        values = ", ".join(f"{n}={v:.4g}" for n, v in zip(objectives, b.values))
+        values = ", ".join(f"{n}={figure(v)}" for n, v in zip(objectives, b.values))
         front = f" (Pareto front: {len(best)} trials, see best.yaml)" if len(best) > 1 else ""
         said = " (predicted by the planner, runner=estimate)" if predicted else ""
         console.print(f"[bold]best[/bold] trial {b.number}: {values}{said}{front}{knobs}\n"

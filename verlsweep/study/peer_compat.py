@@ -104,15 +104,16 @@ def failure_rate_exceeded(told: list[Told], rate: float,
 
 
 def write_results(study: optuna.Study, best: list[FrozenTrial], sweep_dir: Path,
-                  shown: Callable[[str, Any], Any], exact: bool = True) -> None:
-    """optimization_results.yaml in the peer's schema and its log lines; nothing without a best trial
-    (where the peer fails with 'No trials are completed yet'). `exact` False: the lines show values to 6
-    significant digits (our task's terminal; the file keeps every digit)."""
+                  shown: Callable[[str, Any], Any], say: bool = True) -> None:
+    """optimization_results.yaml in the peer's schema, and the peer's log lines when `say` (our own task's
+    summary has said the best already); nothing without a best trial (where the peer fails with 'No trials
+    are completed yet')."""
     def value(v: float) -> str:
-        return repr(v) if exact else f"{v:.6g}"
+        return repr(v)
 
     if not best:
-        log.info("no completed trial: no %s", RESULTS_YAML)
+        if say:
+            log.info("no completed trial: no %s", RESULTS_YAML)
         return
 
     def params(t: FrozenTrial) -> dict[str, Any]:
@@ -120,11 +121,13 @@ def write_results(study: optuna.Study, best: list[FrozenTrial], sweep_dir: Path,
 
     if len(study.directions) == 1:
         doc: dict[str, Any] = {"name": RESULTS_NAME, "best_params": params(best[0]), "best_value": best[0].values[0]}
-        log.info("Best parameters: %s", doc["best_params"])
-        log.info("Best value: %s", value(doc["best_value"]))
+        if say:
+            log.info("Best parameters: %s", doc["best_params"])
+            log.info("Best value: %s", value(doc["best_value"]))
     else:
         doc = {"name": RESULTS_NAME, "solutions": [{"params": params(t), "values": list(t.values)} for t in best]}
-        log.info("Number of Pareto solutions: %d", len(best))
-        for t in doc["solutions"]:
-            log.info("    Values: [%s], Params: %s", ", ".join(value(v) for v in t["values"]), t["params"])
+        if say:
+            log.info("Number of Pareto solutions: %d", len(best))
+            for t in doc["solutions"]:
+                log.info("    Values: [%s], Params: %s", ", ".join(value(v) for v in t["values"]), t["params"])
     write_atomic(sweep_dir / RESULTS_YAML, yaml.safe_dump(doc, sort_keys=False))

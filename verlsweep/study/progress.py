@@ -18,7 +18,7 @@ import optuna
 from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
-from verlsweep.common.labels import knob_tokens
+from verlsweep.common.labels import clip, figure, knob_tokens
 from verlsweep.common.names import EDGE_PROBE
 from verlsweep.common.result import OUTCOMES
 
@@ -88,11 +88,15 @@ class Progress:
         """One line per trial; `note` says why nothing was launched (`reused t01`, `ruled out by trial 3`);
         an edge probe (launched inside the planner's error band) says so after its knobs."""
         self.done_here += 1
-        value = f"{values[0]:.4g}" if values and outcome == "completed" else "-"
+        value = figure(values[0]) if values and outcome == "completed" else "-"
         took = f"{duration_s:.1f} s" if isinstance(duration_s, (int, float)) else ""
         style = {"completed": "green", "pruned": "dim", "oom": "red", "infeasible": "yellow"}.get(outcome, "magenta")
         edge = f"{EDGE_PROBE}  " if edge_probe else ""
-        line = f"t{number:02d}  [{style}]{outcome:<12}[/{style}] {value:>9}  {self.label(params)}  {edge}{note or took}"
+        tail = f"  {edge}{note or took}"
+        # the label gives way, at a whole word, so the line keeps its time or note
+        label = clip(self.label(params), self.console.width - len(f"t{number:02d}  {outcome:<12} {value:>9}  ")
+                     - len(tail))
+        line = f"t{number:02d}  [{style}]{outcome:<12}[/{style}] {value:>9}  {label}{tail}"
         self.console.print(line, overflow="ellipsis", no_wrap=True, highlight=False)
         failure = outcome not in ("completed", "pruned", "oom", "infeasible")
         if failure and excerpt:
@@ -102,7 +106,7 @@ class Progress:
     def status(self, study: optuna.Study, finished: int, best: Any, counts: dict[str, int], left: int) -> None:
         elapsed = time.monotonic() - self.started
         eta = _duration(elapsed / self.done_here * left) if self.done_here and left else "-"
-        best_text = (f"best {self.objective} {best.values[0]:.4g} (t{best.number:02d})" if best is not None
+        best_text = (f"best {self.objective} {figure(best.values[0])} (t{best.number:02d})" if best is not None
                      else "no measured trial yet")
         outcomes = ", ".join(f"{k} {v}" for k, v in ordered(counts))
         self.console.print(f"[bold][{finished}/{self.n_trials}][/bold] {best_text} | {outcomes} | "

@@ -198,7 +198,7 @@ class VerlHooks(AppHooks):
                 console: Any) -> None:
         _outputs.summary(study, objectives, list(space.distributions), best, self.sweep_dir, space.value, console,
                          verl=True)
-        peer_compat.write_results(study, best, self.sweep_dir, space.value, exact=False)
+        peer_compat.write_results(study, best, self.sweep_dir, space.value, say=False)   # the summary said it
 
     def finish(self, status: str, others_alive: bool, console: Any) -> None:
         sweep_run.close_sweep_run(self._tracking, status, others_alive)

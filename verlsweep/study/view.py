@@ -10,7 +10,6 @@ import optuna
 from omegaconf import DictConfig
 
 from verlsweep.reconcile import budget
-from verlsweep.reconcile.trials_csv import reportable
 from verlsweep.study import outputs
 from verlsweep.study.progress import Progress
 from verlsweep.tracking import sweep_run
@@ -33,7 +32,8 @@ class SweepView:
 
     def after_batch(self, study: optuna.Study, n_trials: int, final: bool = False) -> list[Path]:
         """The status line (not at the end: the summary follows), the report, the parent run's update."""
-        trials = reportable(study.get_trials(deepcopy=False))
+        # what counts towards n_trials: a trial stopped in flight is not, its re-run is
+        trials = budget.budget_trials(study.get_trials(deepcopy=False))
         finished = [t for t in trials if t.state.is_finished()]
         counts: dict[str, int] = {}
         for t in finished:

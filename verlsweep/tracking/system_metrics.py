@@ -80,6 +80,8 @@ class TrialMonitor:
                  visible: set[int] | None) -> None:
         from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
 
+        # its start / stop / terminated INFO lines, four per trial, say nothing the trial line does not
+        logging.getLogger("mlflow.system_metrics").setLevel(logging.WARNING)
         self._mon: Any = SystemMetricsMonitor(run_id, sampling_interval=interval, tracking_uri=uri)
         # MLflow's own NVIDIA/AMD monitors would log the same devices a second time under other names
         self._mon.monitors = [m for m in self._mon.monitors if type(m).__name__ not in ("GPUMonitor", "ROCMMonitor")]

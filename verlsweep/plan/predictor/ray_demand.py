@@ -112,6 +112,11 @@ class CpuCheck:
     def ok(self) -> bool:
         return self.demand.total <= self.supply.total and self.demand.per_node <= self.supply.per_node
 
+    def brief(self) -> str:
+        """The counts alone: `verl asks for 25 Ray CPUs, the trial's Ray has 2 (2 = CPU affinity ...)`."""
+        return (f"verl asks for {self.demand.total:g} Ray CPUs, the trial's Ray has {self.supply.total:g} "
+                f"({self.supply.source})")
+
     def message(self) -> str:
         d, s = self.demand, self.supply
         head = (f"Ray CPUs: verl asks for {d.total:g} before its first step but the trial's Ray has "
