@@ -160,7 +160,7 @@ def test_a_recorded_reused_trial_has_its_knob_params_colour_and_rounded_objectiv
     assert run.params == {"util": "0.90", "tp": "2", "verl.util": "0.9"}
     assert run.tags[rc.COLOUR_TAG] == rc.OUTCOME_COLOURS["reused"] and run.metrics[rc.OBJECTIVE_ROUNDED] == 398.5
     study_runs.end_run(client, run_id, "KILLED", {study_runs.OUTCOME_TAG: "orphaned"})   # an outcome told later
-    assert client.get_run(run_id).data.tags[rc.COLOUR_TAG] == rc.OUTCOME_COLOURS["orphaned"]
+    assert client.get_run(run_id).data.tags[rc.COLOUR_TAG] == rc.OTHER_COLOUR
 
 
 def test_the_parent_run_shows_the_best_trials_knobs_objective_and_what_to_run(store):

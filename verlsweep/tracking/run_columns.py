@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from verlsweep.common.labels import OFFLOAD_TOKEN, knob_tokens, short_name
+from verlsweep.common.outcome_colours import OTHER_COLOUR, OUTCOME_COLOURS
 
 OBJECTIVE_ROUNDED = "objective_rounded"
 PREDICTED_DEVICE_PEAK = "predicted_device_peak_gb"
@@ -25,35 +26,10 @@ COLOUR_TAG = "mlflow.runColor"         # mlflow/server/js: the run colour the UI
 PHASE_PEAK_PREFIX = "plan/peak_gb/"     # verlsweep.plan.predictor.verdict.Verdict.metrics
 SIGNIFICANT_DIGITS = 4
 
-# how a trial ended -> its colour (completed green; every failure a red or orange; what never launched grey
-# or brown; a reused measurement blue, as its source is green)
-OUTCOME_COLOURS = {
-    "running": "#7f8c8d",
-    "completed": "#2e9e44",
-    "confirmed": "#0b6e2a",
-    "pruned": "#e6a700",
-    "oom": "#d62728",
-    "hccl_timeout": "#b3196b",
-    "hang": "#b3196b",
-    "timeout": "#b3196b",
-    "crash": "#8c1c13",
-    "config_error": "#8c1c13",
-    "no_devices": "#8c1c13",
-    "preempted": "#9467bd",
-    "interrupted": "#9467bd",
-    "orphaned": "#9467bd",
-    "unschedulable": "#a0a0a0",
-    "infeasible": "#a0a0a0",
-    "ruled_out": "#8c6d31",
-    "reused": "#1f77b4",
-}
-FAILED_COLOUR = OUTCOME_COLOURS["crash"]
-
-
 def colour(outcome: str, *, reused: bool = False, ruled_out: bool = False) -> dict[str, str]:
     """The run-colour tag of a trial's outcome; a reused or ruled-out trial (nothing launched) has its own."""
-    key = "reused" if reused else "ruled_out" if ruled_out else outcome
-    return {COLOUR_TAG: OUTCOME_COLOURS.get(key, FAILED_COLOUR)}
+    key = "reused" if reused else "ruled out" if ruled_out else outcome
+    return {COLOUR_TAG: OUTCOME_COLOURS.get(key, OTHER_COLOUR)}
 
 
 def label_params(label: str | None) -> dict[str, str]:
