@@ -172,7 +172,8 @@ def best_tags(number: int, label: str | None, objective: float, objective_name: 
     tags["mlflow.note.content"] = (
         f"**Best so far: {shown}**, {objective_name} = {rounded(objective):g}\n\n"
         "Run it for the long run: artifact `best_launch.sh` (its full config: `best.yaml`); every trial: "
-        "`trials.csv` and `report.html`; objective against util per TP: `plots/util_by_tp.png`.")
+        "`trials.csv` and `report.html`"
+        + ("; objective against util per TP: `plots/util_by_tp.png`." if "util" in knobs else "."))
     return tags
 
 
