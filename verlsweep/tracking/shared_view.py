@@ -91,7 +91,7 @@ def for_sweep(knobs: list[str], numeric: list[str] | None = None, *, measured: b
     columns += ["attributes.`Duration`"] if measured else []
     # the run name repeats the knobs the columns show: narrow, so the knobs start within view
     order = [RUN_NAME_COLUMN, CREATED_COLUMN, *columns]
-    widths = {RUN_NAME_COLUMN: 150, CREATED_COLUMN: 90, OUTCOME_COLUMN: 90, metric(OBJECTIVE_ROUNDED): 120,
+    widths = {RUN_NAME_COLUMN: 140, CREATED_COLUMN: 110, OUTCOME_COLUMN: 90, metric(OBJECTIVE_ROUNDED): 120,
               **{param(k): KNOB_WIDTH for k in knobs}}
     return {
         "searchFilter": TRIALS_FILTER, "orderByKey": metric(OBJECTIVE), "orderByAsc": False,
