@@ -79,6 +79,11 @@ def test_the_sweeps_view_opens_on_outcome_objective_and_every_knob_then_the_memo
     # runner=estimate: no device measured, and the duration is the estimate's own milliseconds
     estimate = sv.for_sweep(["util"], ["util"], measured=False)["selectedColumns"]
     assert "metrics.`peak_device_hbm_gb`" not in estimate and "attributes.`Duration`" not in estimate
+    # monitor.enabled=false: trials run, no device read
+    unmonitored = sv.for_sweep(["util"], ["util"], measured=True, device_peak=False)
+    assert "metrics.`peak_device_hbm_gb`" not in unmonitored["selectedColumns"]
+    assert "attributes.`Duration`" in unmonitored["selectedColumns"]
+    assert sv.DEVICE_PEAK not in [c["yaxis"]["key"] for c in unmonitored["compareRunCharts"] if "yaxis" in c]
 
 
 def test_the_chart_view_holds_objective_and_memory_by_the_main_knob_and_a_parallel_chart():

@@ -158,12 +158,13 @@ class VerlHooks(AppHooks):
         return parent
 
     def _view(self, space: _space.SearchSpace) -> dict[str, Any]:
-        """The experiment's shared view for this space: its knobs by their label names; device figures
-        unless runner=estimate (which measures none)."""
+        """The experiment's shared view for this space: its knobs by their label names; the duration unless
+        runner=estimate, the device peak where the monitor reads devices (verlsweep.trial.devices)."""
         keys = list(space.distributions)
         numeric = [run_columns.knob_name(k, keys) for k, d in space.distributions.items() if _space.numeric(d)]
         measured = OmegaConf.select(self.config, "runner.name", default=None) != "estimate"
-        return shared_view.for_sweep(run_columns.knob_names(keys), numeric, measured=measured)
+        devices = measured and bool(OmegaConf.select(self.config, "monitor.enabled", default=True))
+        return shared_view.for_sweep(run_columns.knob_names(keys), numeric, measured=measured, device_peak=devices)
 
     def job_overrides(self, trial: optuna.Trial, space: _space.SearchSpace, knobs: str) -> list[str]:
         out = space.overrides(trial.params)

@@ -80,13 +80,15 @@ def charts(knobs: list[str], main: str | None, measured: bool) -> list[dict[str,
     return out
 
 
-def for_sweep(knobs: list[str], numeric: list[str] | None = None, *, measured: bool = True) -> dict[str, Any]:
+def for_sweep(knobs: list[str], numeric: list[str] | None = None, *, measured: bool = True,
+              device_peak: bool | None = None) -> dict[str, Any]:
     """The shared view of a sweep over `knobs` (short names, run_columns.knob_names; `numeric`: those
-    with numeric values); `measured`: its trials measure devices (not runner=estimate, whose duration and
-    device peak say nothing)."""
+    with numeric values); `measured`: its trials run (not runner=estimate, whose duration is its own
+    milliseconds); `device_peak`: they read the devices' HBM (default: when measured)."""
     main = main_knob(knobs, list(numeric or []))
+    device_peak = measured if device_peak is None else device_peak
     columns = [OUTCOME_COLUMN, metric(OBJECTIVE_ROUNDED), *map(param, knobs)]
-    columns += [metric(DEVICE_PEAK)] if measured else []
+    columns += [metric(DEVICE_PEAK)] if device_peak else []
     columns += [metric(PREDICTED_DEVICE_PEAK), f"tags.`{PEAK_PHASE_TAG}`", metric(TRAINER_PEAK)]
     columns += ["attributes.`Duration`"] if measured else []
     # the run name repeats the knobs the columns show: narrow, so the knobs start within view
@@ -96,8 +98,9 @@ def for_sweep(knobs: list[str], numeric: list[str] | None = None, *, measured: b
     return {
         "searchFilter": TRIALS_FILTER, "orderByKey": metric(OBJECTIVE), "orderByAsc": False,
         "selectedColumns": columns, "columnOrder": order, "columnWidths": widths,
-        "runsHiddenMode": SHOW_ALL, "hideEmptyCharts": False, "isAccordionReordered": True,
-        "compareRunCharts": charts(knobs, main, measured),
+        # a chart with nothing to draw yet (no completed trial, no device reading) stays out of the way
+        "runsHiddenMode": SHOW_ALL, "hideEmptyCharts": True, "isAccordionReordered": True,
+        "compareRunCharts": charts(knobs, main, device_peak),
         "compareRunSections": [{"uuid": SECTION_UUID, "name": SECTION_NAME, "display": True,
                                 "isReordered": False, "deleted": False, "isGenerated": False}],
     }
