@@ -129,7 +129,7 @@ def test_status_prints_n_of_total_the_best_so_far_and_the_outcomes(sweep_dir, tm
     assert main(["--storage", storage, "--study", "report-study", "--status"]) == 0
     out = capsys.readouterr().out
     assert "11 of 12 trials done" in out
-    assert "best objective 395 (t02 util=0.70 tp=1 off=p)" in out
+    assert "best objective 395.0 (t02 util=0.70 tp=1 off=p)" in out
     assert "completed 4" in out and "oom 3" in out and "crash 1" in out
     assert not (sweep_dir / "report.html").exists()        # --status writes nothing
 

@@ -63,3 +63,21 @@ def test_the_chain_line_tells_the_actors_and_the_refs_offload_apart():
     text = chained_text(study)
     assert text.endswith("gpu_memory_utilization=0.55, actor.fsdp_config.param_offload=True, "
                          "ref.fsdp_config.param_offload=False")
+
+
+def test_a_chained_sweeps_parent_run_and_its_sources_link_to_each_other(store):
+    from mlflow.tracking import MlflowClient
+
+    from verlsweep.command.compose import compose_config
+    from verlsweep.study.chain import CONTINUED_BY_TAG, TAG_PREFIX, Link, record
+    from verlsweep.tracking import sweep_run
+
+    cfg = compose_config(["hardware=a2_64g", "algorithm=remax", "model=qwen3_8b", f"tracking.uri={store}"])
+    source = sweep_run.start_sweep_run(cfg, "memory-study", {})
+    mine = sweep_run.start_sweep_run(cfg, "throughput-study", {})
+    study = optuna.create_study()
+    record(study, Link("memory-study", "memory-study", 1, {"verl.x": 1}).to_attr(), mine, cfg)
+    client = MlflowClient(store)
+    assert client.get_run(mine).data.tags[f"{TAG_PREFIX}.run_id"] == source
+    assert client.get_run(mine).data.tags[TAG_PREFIX] == "memory-study"
+    assert client.get_run(source).data.tags[CONTINUED_BY_TAG] == mine

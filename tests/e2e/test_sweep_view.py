@@ -3,7 +3,10 @@ output, its MLflow runs in a real `mlflow server` seen through headless Chromium
 opened in Chromium. Screenshots land in the test's tmp dir."""
 from __future__ import annotations
 
+import json
+import os
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -12,6 +15,7 @@ from mlflow.tracking import MlflowClient
 
 from tests.support.browser import Browser, chromium
 from tests.support.trial_helpers import copy_store, new_mark, run_sweep, serve, serve_dashboard, survivors
+from verlsweep.tracking import run_columns
 from verlsweep.tracking import store as tracking
 
 pytestmark = pytest.mark.slow
@@ -105,6 +109,105 @@ def test_the_mlflow_ui_opens_on_the_trials_best_first_with_their_outcome_in_view
         browser.screenshot(tmp_path / "mlflow_runs.png")
     assert (tmp_path / "mlflow_runs.png").stat().st_size > 10_000
     assert "opens on the study's trials" in estimate_sweep["out"]     # and the terminal says what it opens on
+
+
+def test_the_parent_run_shows_the_best_trials_knobs_objective_and_what_to_run(estimate_sweep):
+    client = MlflowClient(estimate_sweep["uri"])
+    (exp,) = [e for e in client.search_experiments() if e.name != "Default"]
+    runs = client.search_runs([exp.experiment_id])
+    (parent,) = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    # the study's best: the highest objective, the earliest trial among equals (as Optuna's best_trial)
+    best = max((r for r in runs if "objective" in r.data.metrics),
+               key=lambda r: (r.data.metrics["objective"], -int(r.data.tags["trial.number"])))
+    tags = parent.data.tags
+    assert tags["best.trial"] == best.data.tags["trial.number"]
+    assert float(tags["best.objective"]) == best.data.metrics[run_columns.OBJECTIVE_ROUNDED]
+    knobs = ("util", "tp", "off")
+    assert {k: tags[f"best.{k}"] for k in knobs} == {k: best.data.params[k] for k in knobs}
+    assert "best_launch.sh" in tags["mlflow.note.content"] and tags["best.knobs"] in tags["mlflow.note.content"]
+
+
+# the MLflow UI as a person opens it on a laptop; its assistant panel takes the right ~340 px
+WIDTH, KNOB_EDGE = 1400, 1000
+HEADERS = ("[...document.querySelectorAll('.ag-header-cell[col-id]')].map(e => [e.getAttribute('col-id'), "
+           "Math.round(e.getBoundingClientRect().left)])")
+PLOTS = ("[...document.querySelectorAll('.js-plotly-plot')].map(p => [(p.layout.xaxis.title || {}).text, "
+         "(p.layout.yaxis.title || {}).text, (p.data || []).flatMap(d => d.x || []).length, "
+         "(p.data || []).flatMap(d => [].concat((d.marker || {}).color || []))])")
+# the parallel-coordinates chart: an svg whose axes name every knob and the objective
+PARALLEL = "[...document.querySelectorAll('svg')].map(s => [...s.querySelectorAll('text')]" \
+           ".map(t => t.textContent)).filter(t => t.includes('objective'))"
+
+
+@pytest.fixture(scope="module")
+def both_spaces(estimate_sweep, tmp_path_factory):
+    """The Quickstart's store with an estimate sweep of the throughput space added: one store, so one
+    `mlflow server` shows both sweeps' experiments."""
+    cwd = tmp_path_factory.mktemp("throughput")
+    db = cwd / "mlflow.db"
+    shutil.copy(estimate_sweep["uri"].removeprefix("sqlite:///"), db)
+    mark = new_mark()
+    proc = run_sweep(cwd, ["hardware=a2_64g", "algorithm=remax", "runner=estimate", "space=throughput",
+                           f"tracking.uri=sqlite:///{db}", f"paths.output_root={cwd / 'out'}",
+                           "hydra.sweeper.n_trials=4", "hydra.sweeper.n_jobs=2"], mark, multirun=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert survivors(mark) == []
+    return {"uri": f"sqlite:///{db}", "out": proc.stdout + proc.stderr}
+
+
+@needs_chromium
+def test_each_spaces_address_opens_on_its_knobs_beside_the_objective_and_on_its_charts(both_spaces, tmp_path):
+    """Done when of the MLflow compare view: at 1400 px, the table's first columns are the outcome, the
+    objective and the swept knobs (the default space's all left of 1000 px), and the chart address draws
+    objective and predicted peak against the main knob, one point per completed trial in the outcome's
+    colour, and the parallel coordinates of the knobs and the objective; without a click."""
+    shots = Path(os.environ.get("VERLSWEEP_SCREENSHOTS") or tmp_path)
+    shots.mkdir(parents=True, exist_ok=True)
+    client = MlflowClient(both_spaces["uri"])
+    exps = {e.name.split(".")[0]: e for e in client.search_experiments() if e.name != "Default"}
+    assert sorted(exps) == ["rollout_memory", "throughput"]
+    assert "compareRunsMode=CHART" in both_spaces["out"]                    # the terminal prints the chart address
+    with serve(both_spaces["uri"], tmp_path) as url, Browser() as browser:
+        browser.viewport(WIDTH, 1000)
+        for space, exp in exps.items():
+            view = json.loads(exp.tags[tracking.SHARED_VIEW_TAG])
+            knobs = [c for c in view["selectedColumns"] if c.startswith("params.")]
+            assert knobs == [f"params.`{k}`" for k in (["util", "tp", "off"] if space == "rollout_memory" else
+                             ["max_tok", "lp_max_tok", "batched_tokens", "seqs", "eager", "capture", "sp",
+                              "free_cache"])]
+            trials = client.search_runs([exp.experiment_id], filter_string=tracking.TRIALS_FILTER)
+            completed = [r for r in trials if r.data.tags["trial.outcome"] == "completed"]
+            assert completed and all(r.data.params.get(k[len("params.`"):-1]) for r in trials for k in knobs)
+
+            browser.open(url + tracking.ui_path(exp.experiment_id))
+            browser.wait_for(f"{HEADERS}.some(c => c[0] === {knobs[0]!r})")
+            # left to right (the grid draws only the columns in view: the throughput space's last knobs are not)
+            shown = sorted((c for c in browser.eval(HEADERS) if c[0].startswith(("tags.", "metrics.", "params."))),
+                           key=lambda c: c[1])
+            first = ["tags.`trial.outcome`", "metrics.`objective_rounded`", *knobs]
+            n = min(len(shown), len(first))
+            assert [c for c, _ in shown][:n] == first[:n] and n > 3, shown
+            lefts = dict(shown)
+            assert lefts[knobs[0]] < KNOB_EDGE, shown
+            if space == "rollout_memory":                     # its three knobs all fit left of 1000 px
+                assert all(lefts[k] < KNOB_EDGE for k in knobs), shown
+            browser.screenshot(shots / f"mlflow_table_{space}.png")
+
+            browser.open(url + tracking.ui_path(exp.experiment_id, "CHART"))
+            names = json.dumps([k[len("params.`"):-1] for k in knobs])
+            browser.wait_for(f"{PLOTS}.filter(p => p[2] > 0).length >= 2 && "
+                             f"{PARALLEL}.some(texts => {names}.every(k => texts.includes(k)))")
+            plots = browser.eval(PLOTS)
+            main = "util" if space == "rollout_memory" else "max_tok"
+            (objective,) = [p for p in plots if p[:2] == [main, "objective"]]
+            assert objective[2] == len(completed), plots                 # one point per completed trial
+            assert set(objective[3]) == {run_columns.OUTCOME_COLOURS["completed"]}, plots
+            (memory,) = [p for p in plots if p[:2] == [main, run_columns.PREDICTED_DEVICE_PEAK]]
+            assert memory[2] == sum(run_columns.PREDICTED_DEVICE_PEAK in r.data.metrics for r in trials), plots
+            browser.screenshot(shots / f"mlflow_charts_{space}.png")
+    print(f"MLflow screenshots: {shots}")
+    assert all((shots / f"mlflow_{kind}_{space}.png").stat().st_size > 10_000
+               for kind in ("table", "charts") for space in exps)
 
 
 @needs_chromium

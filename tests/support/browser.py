@@ -90,6 +90,11 @@ class Browser:
                 raise RuntimeError("chromium closed the pipe")
             self._buf += chunk
 
+    def viewport(self, width: int, height: int) -> None:
+        """The page's size as a window of `width` x `height` CSS pixels would give it."""
+        self.call("Emulation.setDeviceMetricsOverride", {"width": width, "height": height, "deviceScaleFactor": 1,
+                                                         "mobile": False})
+
     def open(self, url: str) -> None:
         self.call("Page.navigate", {"url": url})
 

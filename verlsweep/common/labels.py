@@ -19,6 +19,12 @@ ABBREVIATIONS = {
     "max_num_batched_tokens": "batched_tokens",
     "ppo_micro_batch_size_per_gpu": "micro_bs",
     "ppo_max_token_len_per_gpu": "max_tok",
+    # the throughput space's (sweeps/throughput.yaml): short enough for a column header in MLflow's table
+    "log_prob_max_token_len_per_gpu": "lp_max_tok",
+    "ulysses_sequence_parallel_size": "sp",
+    "enforce_eager": "eager",
+    "free_cache_engine": "free_cache",
+    "max_capture_size": "capture",
 }
 # offload flags -> the letter they add to `off=` (actor params, actor optimizer, ref params, critic ...)
 OFFLOAD_LETTERS = {
@@ -51,7 +57,9 @@ def short_name(name: str, names: list[str]) -> str:
     if letter is not None:
         return f"{OFFLOAD_TOKEN}_{letter}"
     last = name.rsplit(".", 1)[-1]
-    return ABBREVIATIONS.get(last) or short(name, names)
+    # two knobs that end alike (rollout's and ref's log-prob budget) keep their distinct suffixes
+    alike = sum(1 for other in names if other.rsplit(".", 1)[-1] == last)
+    return (ABBREVIATIONS.get(last) if alike <= 1 else None) or short(name, names)
 
 
 def decimals_of(step: Any) -> int | None:

@@ -111,7 +111,7 @@ def run_findings(study: optuna.Study, tracking: Tracking,
     return out
 
 
-def _label(t: FrozenTrial) -> str | None:
+def job_label(t: FrozenTrial) -> str | None:
     """The knobs part of the run name the trial's job was given (`trial.label=...`), if any."""
     for item in t.user_attrs.get(OVERRIDES_ATTR) or []:
         key, _, value = str(item).lstrip("+").partition("=")
@@ -139,8 +139,9 @@ def _fix_missing(client: Any, exp: str, name: str, t: FrozenTrial, parent: str |
         else:
             reason = str(t.user_attrs.get("excerpt") or "recorded by verlsweep: the trial never created a run")
         params = {k: v for k, v in t.params.items()}
+        label = job_label(t)
         run_id = study_runs.record_trial(client, exp, name, t.number, parent, said, reason, status, params,
-                                         run_name=trial_label(t.number, shown, _label(t)), tags=tags)
+                                         run_name=trial_label(t.number, shown, label), tags=tags, label=label)
         study_runs.log_measurements(client, run_id, {k: t.user_attrs.get(k) for k in _MEASURED}, said)
         # a reused or ruled-out trial never launches: its run is recorded here by design, not repaired
         (log.debug if source is not None or proof is not None else log.info)(

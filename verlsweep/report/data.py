@@ -19,6 +19,7 @@ from verlsweep.common.names import (
     REUSED_FROM_ATTR,
     RULED_OUT_ATTR,
 )
+from verlsweep.common.predicted import device_peak
 from verlsweep.reconcile.budget import budget_trials
 
 ESTIMATE = "estimate"               # TrialResult.backend of runner=estimate: its numbers are the planner's
@@ -26,7 +27,6 @@ ESTIMATE = "estimate"               # TrialResult.backend of runner=estimate: it
 UTIL_SUFFIX = "gpu_memory_utilization"
 TP_SUFFIX = "tensor_model_parallel_size"
 PREDICTED_PEAK = "plan/trainer_peak_gb"
-PREDICTED_PHASE_PEAK = "plan/peak_gb/"      # + a phase: the planner's HBM per device in that phase
 PREDICTED_TOK_S = "plan/tok_s"
 
 
@@ -69,14 +69,8 @@ class Row:
 
     @property
     def predicted_device_peak(self) -> tuple[float, str] | None:
-        """The planner's highest HBM per device over the step's phases, with that phase: what util, TP and
-        offload move (the trainer's allocator peak, PREDICTED_PEAK, does not depend on util)."""
-        phases = {k[len(PREDICTED_PHASE_PEAK):]: v for k, v in self.predicted.items()
-                  if k.startswith(PREDICTED_PHASE_PEAK)}
-        if not phases:
-            return None
-        phase = max(phases, key=lambda p: phases[p])
-        return phases[phase], phase
+        """The planner's highest HBM per device over the step's phases, and that phase."""
+        return device_peak(self.predicted)
 
     @property
     def shown_outcome(self) -> str:

@@ -18,19 +18,14 @@ from typing import Any
 
 from optuna.trial import TrialState
 
+from verlsweep.common.outcome_colours import OTHER_COLOUR
+from verlsweep.common.outcome_colours import OUTCOME_COLOURS as OUTCOME_COLORS
 from verlsweep.report.data import ESTIMATE, PREDICTED_PEAK, TP_SUFFIX, UTIL_SUFFIX, Sweep
 from verlsweep.report.frontier import combos
 
 log = logging.getLogger(__name__)
 
 PLOTS_DIR = "plots"
-OUTCOME_COLORS = {
-    "completed": "#2b8a3e", "pruned": "#868e96", "oom": "#e03131", "infeasible": "#f08c00",
-    "hccl_timeout": "#7048e8", "hang": "#1971c2", "timeout": "#1098ad", "crash": "#000000",
-    "config_error": "#c2255c", "no_devices": "#5c940d", "ruled out": "#ae3ec9",
-}
-
-
 @dataclass
 class Plot:
     name: str               # file stem
@@ -131,7 +126,7 @@ def util_by_tp_figure(sweep: Sweep) -> Any:
                    and (r.shown_outcome if r.ruled_out_by is None else "ruled out") == outcome]
             if hit:
                 strip.scatter([r.param(UTIL_SUFFIX) for r in hit], [y] * len(hit), label=outcome,
-                              color=OUTCOME_COLORS.get(outcome, "#495057"), marker="x", s=36)
+                              color=OUTCOME_COLORS.get(outcome, OTHER_COLOUR), marker="x", s=36)
         top.set_title(name)
         top.grid(alpha=0.3)
         strip.set_yticks(range(len(unmeasured)), unmeasured, fontsize=8)
@@ -184,7 +179,7 @@ def frontier_figure(sweep: Sweep) -> Any:
         for r in combo.rows:
             outcome = "ruled out" if r.ruled_out_by is not None else r.outcome
             ax.scatter([r.param(UTIL_SUFFIX)], [y], marker="o" if outcome == "completed" else "x", s=30,
-                       color=OUTCOME_COLORS.get(outcome, "#495057"), label=outcome, zorder=3)
+                       color=OUTCOME_COLORS.get(outcome, OTHER_COLOUR), label=outcome, zorder=3)
     ax.set_yticks(range(len(items)), [c.label for c in items], fontsize=8)
     ax.set_ylim(len(items) - 0.4, -0.6)          # the first combination (smallest TP, fewest offloads) on top
     ax.set_xlim(grid[0] - width, grid[-1] + width)
@@ -219,7 +214,7 @@ def memory(sweep: Sweep, out: Path) -> Plot:
     xs = [r.predicted[PREDICTED_PEAK] for r in rows]
     ys = [r.peak_gb or 0.0 for r in rows]        # every row has its peak (above)
     for r, x, y in zip(rows, xs, ys):
-        ax.scatter([x], [y], color=OUTCOME_COLORS.get(r.outcome, "#495057"), s=30)
+        ax.scatter([x], [y], color=OUTCOME_COLORS.get(r.outcome, OTHER_COLOUR), s=30)
         ax.annotate(f"t{r.number:02d}", (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
     lo, hi = min(xs + ys) * 0.95, max(xs + ys) * 1.05
     ax.plot([lo, hi], [lo, hi], color="#adb5bd", linestyle="--", linewidth=1, label="measured = predicted")

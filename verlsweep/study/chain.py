@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 
 KEY = "study.from_study"
 TAG_PREFIX = "sweep.from_study"
+CONTINUED_BY_TAG = "sweep.continued_by"     # on the source's parent run: the chained sweep's parent run
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,21 @@ def record(study: Any, link: dict[str, Any] | None, parent_run_id: str | None, c
 
         try:
             client = store.client_for(store.tracking_uri(config))
-            for key, value in Link(**link).tags().items():
+            tags = Link(**link).tags()
+            source = _source_run(client, store, config, tags[TAG_PREFIX])
+            if source is not None:      # the stages link to each other, both ways
+                tags[f"{TAG_PREFIX}.run_id"] = source
+                client.set_tag(source, CONTINUED_BY_TAG, parent_run_id)
+            for key, value in tags.items():
                 client.set_tag(parent_run_id, key, value)
         except Exception as exc:  # noqa: BLE001 - the study keeps the link either way
             log.warning("verlsweep: could not tag parent run %s with %s: %s", parent_run_id, TAG_PREFIX, exc)
+
+
+def _source_run(client: Any, store: Any, config: Any, study_name: str) -> str | None:
+    """The parent run of the source study in the same store (its experiment as this config names it)."""
+    from verlsweep.tracking import study_runs
+
+    exp = study_runs.experiment_id(client, store.experiment_name(config, study_name))
+    found = study_runs.parents(client, exp, study_name) if exp is not None else []
+    return found[0].info.run_id if found else None

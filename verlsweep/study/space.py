@@ -108,6 +108,14 @@ def describe(dist: BaseDistribution) -> str:
     return repr(dist)
 
 
+def numeric(dist: BaseDistribution) -> bool:
+    """Numbers on an axis: an int or float range, or a choice of numbers only (not of flags)."""
+    if isinstance(dist, (IntDistribution, FloatDistribution)):
+        return True
+    choices = getattr(dist, "choices", ())
+    return bool(choices) and all(isinstance(c, (int, float)) and not isinstance(c, bool) for c in choices)
+
+
 def _with_stop(start: Any, stop: Any, step: Any, values: list[Any]) -> list[Any]:
     """`values` of Hydra's range(start, stop, step) plus `stop` itself when the steps land on it
     (hydra-optuna-sweeper's reading: its _impl.py builds Int/FloatDistribution(start, stop, step))."""

@@ -42,7 +42,7 @@ from verlsweep.study import space as _space
 from verlsweep.study.create import default_study_name
 from verlsweep.study.hooks import AppHooks, sampler_config
 from verlsweep.study.session import SweepSession
-from verlsweep.tracking import sweep_run
+from verlsweep.tracking import run_columns, shared_view, sweep_run
 from verlsweep.tracking.sweep_run import Tracking
 
 OWN_POPULATION = 10     # NSGA-II: a 30-trial verl sweep with Optuna's 50 would be pure random
@@ -145,7 +145,7 @@ class VerlHooks(AppHooks):
             self._tracking = sweep_run.open_sweep_run(
                 self.config, name, space.describe(), sampler=type(study.sampler).__name__,
                 sweep_name=OmegaConf.select(self.config, "hydra.runtime.choices.space", default=None),
-                session=session.label, others_alive=bool(session.others()))
+                session=session.label, others_alive=bool(session.others()), view=self._view(space))
         session.tracking = self._tracking
         parent = self._tracking.parent if self._tracking else None
         if self._tracking is not None and url is not None:
@@ -156,6 +156,15 @@ class VerlHooks(AppHooks):
         self._links = {"trial.study_name": name, **({"trial.storage": url} if url else {}),
                        **({sweep_run.PARENT_RUN_KEY: parent} if parent else {})}
         return parent
+
+    def _view(self, space: _space.SearchSpace) -> dict[str, Any]:
+        """The experiment's shared view for this space: its knobs by their label names; the duration unless
+        runner=estimate, the device peak where the monitor reads devices (verlsweep.trial.devices)."""
+        keys = list(space.distributions)
+        numeric = [run_columns.knob_name(k, keys) for k, d in space.distributions.items() if _space.numeric(d)]
+        measured = OmegaConf.select(self.config, "runner.name", default=None) != "estimate"
+        devices = measured and bool(OmegaConf.select(self.config, "monitor.enabled", default=True))
+        return shared_view.for_sweep(run_columns.knob_names(keys), numeric, measured=measured, device_peak=devices)
 
     def job_overrides(self, trial: optuna.Trial, space: _space.SearchSpace, knobs: str) -> list[str]:
         out = space.overrides(trial.params)

@@ -10,6 +10,7 @@ import optuna
 from omegaconf import DictConfig
 
 from verlsweep.reconcile import budget
+from verlsweep.reconcile.check import job_label
 from verlsweep.study import outputs
 from verlsweep.study.progress import Progress
 from verlsweep.tracking import sweep_run
@@ -54,10 +55,12 @@ class SweepView:
             self._report_done = time.monotonic()
             self._report_cost = self._report_done - t0
         metrics: dict[str, Any] = {"trials_done": len(finished), **{f"trials_{k}": v for k, v in counts.items()}}
+        tags: dict[str, str] = {}
         if best:
             metrics["best_objective"] = best[0].values[0]
+            tags = sweep_run.best_tags(best[0].number, job_label(best[0]), best[0].values[0], self.objectives[0])
         root = [self.sweep_dir / n for n in (outputs.TRIALS_CSV, outputs.BEST_YAML, outputs.BEST_LAUNCH)]
         sweep_run.update_sweep_run(self.config, self.parent, len(finished), metrics,
                                    {"": root + [f for f in files if f.suffix == ".html"],
-                                     "plots": [f for f in files if f.suffix == ".png"]})
+                                     "plots": [f for f in files if f.suffix == ".png"]}, tags)
         return files

@@ -50,6 +50,7 @@ from verlsweep.common.labels import trial_label
 from verlsweep.common.names import MLFLOW_RUN_ID_ENV, MLFLOW_URI_ENV, PEAK_MEMORY_METRIC, REDACTED, SECRET_NAME
 from verlsweep.common.result import TrialResult
 from verlsweep.config import TaskConfig, plain, read
+from verlsweep.tracking import run_columns
 from verlsweep.tracking.store import artifact_location, client_for, ensure_experiment, experiment_name, tracking_uri
 
 log = logging.getLogger("verlsweep.tracking.mlflow_runs")
@@ -173,6 +174,7 @@ class TrialRun:
         tags = {
             "trial.number": "" if trial.number is None else str(trial.number),
             "trial.outcome": "running",
+            **run_columns.colour("running"),
             "mlflow.note.content": METRIC_NOTES,
             "sweep.runner": task.runner.name,
             **group_tags(task),
@@ -184,7 +186,9 @@ class TrialRun:
         run = client.create_run(exp_id, run_name=" ".join(filter(None, (trial.run_name, name_word))),
                                 tags={**tags, **(extra_tags or {})})
         out = cls(client, uri, run.info.run_id, trial.number, trial.label, experiment, name_word)
-        log_params(client, out.run_id, {k: param_value(v) for k, v in knobs.items()})
+        # the knobs under the names of its label too (`util`, `tp`, `off`): the columns the sweep's view shows
+        params = {k: param_value(v) for k, v in knobs.items()}
+        log_params(client, out.run_id, {**run_columns.label_params(trial.label), **params})
         return out
 
     def env(self) -> dict[str, str]:
@@ -205,8 +209,12 @@ class TrialRun:
                        if v is not None]
             metrics += [Metric(f"objective.{k}", float(v), now, 0) for k, v in result.metrics.items()]
             metrics += [Metric(sanitize_metric_key(k), float(v), now, 0) for k, v in result.predicted.items()]
+            shown, shown_tags = run_columns.derived({"objective": result.objective if result.outcome == "completed"
+                                                     else None, **result.predicted})
+            metrics += [Metric(k, v, now, 0) for k, v in shown.items()]
             tags = [RunTag("trial.outcome", result.outcome), RunTag("trial.reason", reason[:5000]),
                     RunTag("trial.backend", result.backend)]
+            tags += [RunTag(k, v) for k, v in {**shown_tags, **run_columns.colour(result.outcome)}.items()]
             if device_peak is not None:      # verlsweep.tracking.system_metrics.DevicePeak
                 from verlsweep.tracking.system_metrics import phase_of
 
@@ -269,6 +277,7 @@ def record_slurm_job(uri: str, job_id: str, state: str, outcome: str | None) -> 
         tags = [RunTag(STATE_TAG, state)]
         if outcome is not None:
             tags += [RunTag("trial.outcome", outcome), RunTag("trial.reason", f"Slurm job {job_id} ended {state}")]
+            tags += [RunTag(k, v) for k, v in run_columns.colour(outcome).items()]
         client.log_batch(run_id, tags=tags)
         if outcome is not None:
             client.set_terminated(run_id, status_for(outcome))

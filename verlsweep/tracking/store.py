@@ -15,6 +15,7 @@ from omegaconf import DictConfig
 
 from verlsweep.common.errors import ConfigError, Problem
 from verlsweep.config import TaskConfig
+from verlsweep.tracking import shared_view
 
 # The functions below read tracking.* (and trial.study_name) of a trial's TaskConfig or of the composed config
 # of a sweep (its parent run): both name them at the same paths.
@@ -33,12 +34,10 @@ SHARED_VIEW_KEY = "verlsweep"
 SHARED_VIEW_TAG = f"mlflow.sharedViewState.{SHARED_VIEW_KEY}"
 # The view a sweep prints the address of opens on its trials, best first: the child runs only (a shared
 # view cannot expand a parent: the UI drops `runsExpanded` from shared views, mlflow/server/js), sorted
-# by objective, the outcome and the objective in the first columns.
-TRIALS_FILTER = "tags.`trial.number` != ''"
-SHARED_VIEW = {"selectedColumns": ["tags.`trial.outcome`", "metrics.`objective`", "metrics.`peak_memory_gb`",
-                                   "attributes.`Duration`"],
-               "columnWidths": {"attributes.`Run Name`": 300},
-               "searchFilter": TRIALS_FILTER, "orderByKey": "metrics.`objective`", "orderByAsc": False}
+# by objective, the outcome and the objective in the first columns; a sweep replaces it with its own,
+# knobs and charts included (verlsweep.tracking.shared_view).
+TRIALS_FILTER = shared_view.TRIALS_FILTER
+SHARED_VIEW = shared_view.BASE_VIEW
 
 
 class TrackingUnavailable(ConfigError):
@@ -121,9 +120,17 @@ def artifact_location(cfg: Config, name: str) -> str | None:
     return None
 
 
-def ui_path(experiment_id: str) -> str:
-    """The experiment's runs table in the MLflow UI (append to the server's URL)."""
-    return f"/#/experiments/{experiment_id}/runs?workflowType=machine_learning&viewStateShareKey={SHARED_VIEW_KEY}"
+def ui_path(experiment_id: str, mode: str = "TABLE") -> str:
+    """The experiment's runs table (mode CHART: its chart view) in the MLflow UI, with the shared view
+    (append to the server's URL). The mode is the URL's `compareRunsMode`, which the shared view keeps."""
+    chart = "" if mode == "TABLE" else f"&compareRunsMode={mode}"
+    return (f"/#/experiments/{experiment_id}/runs?workflowType=machine_learning{chart}"
+            f"&viewStateShareKey={SHARED_VIEW_KEY}")
+
+
+def write_view(client: Any, experiment_id: str, view: dict[str, Any]) -> None:
+    """Store `view` as the experiment's shared view (what ui_path opens on)."""
+    client.set_experiment_tag(experiment_id, SHARED_VIEW_TAG, json.dumps(view))
 
 
 def _model_training_tags(client, experiment) -> None:

@@ -18,6 +18,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from verlsweep.tracking import run_columns
 from verlsweep.tracking.mlflow_runs import ROLE_TAG, filter_literal, log_params, objective_key, status_for
 
 STUDY_TAG = "sweep.study"
@@ -97,6 +98,7 @@ def log_measurements(client: Any, run_id: str, values: Mapping[str, Any], outcom
 
     have = client.get_run(run_id).data.metrics
     values = {objective_key(outcome) if k == "objective" else k: v for k, v in values.items()}
+    values.update(run_columns.derived(values)[0])       # the readable objective of a completed one
     now = int(time.time() * 1000)
     metrics = [Metric(k, float(v), now, 0) for k, v in values.items()
                if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in have]
@@ -105,8 +107,12 @@ def log_measurements(client: Any, run_id: str, values: Mapping[str, Any], outcom
 
 
 def end_run(client: Any, run_id: str, status: str, tags: Mapping[str, str] | None = None) -> None:
-    """End (or correct the end state of) a run; a run already ended keeps its end time."""
-    set_tags(client, run_id, tags or {})
+    """End (or correct the end state of) a run; a run already ended keeps its end time. An outcome told
+    in `tags` recolours the run."""
+    tags = dict(tags or {})
+    if OUTCOME_TAG in tags:
+        tags.update(run_columns.colour(tags[OUTCOME_TAG]))
+    set_tags(client, run_id, tags)
     run = client.get_run(run_id)
     if run.info.status == "RUNNING":
         client.set_terminated(run_id, status)
@@ -116,15 +122,18 @@ def end_run(client: Any, run_id: str, status: str, tags: Mapping[str, str] | Non
 
 def record_trial(client: Any, exp_id: str, study: str, number: int, parent: str | None, outcome: str,
                  reason: str, status: str | None = None, params: Mapping[str, Any] | None = None, *,
-                 run_name: str | None = None, tags: Mapping[str, str] | None = None) -> str:
+                 run_name: str | None = None, tags: Mapping[str, str] | None = None, label: str | None = None) -> str:
     """A child run for a trial whose own run is missing (it never launched, or died before creating
-    one): the trial is recorded, not missing."""
+    one): the trial is recorded, not missing. `label`: its knobs as its job was given them (`util=0.90
+    tp=2`), logged as params by those names too, as a launched trial's run has them."""
     tags = {**(tags or {}), NUMBER_TAG: str(number), STUDY_TAG: study, OUTCOME_TAG: outcome,
             REASON_TAG: reason[:5000]}
+    tags.update(run_columns.colour(outcome, reused=REUSED_FROM_TAG in tags, ruled_out=RULED_OUT_TAG in tags))
     if parent:
         tags["mlflow.parentRunId"] = parent
     run = client.create_run(exp_id, run_name=run_name or f"trial-{number}", tags=tags)
-    log_params(client, run.info.run_id, {k: str(v)[:6000] for k, v in (params or {}).items()})
+    log_params(client, run.info.run_id, {**run_columns.label_params(label),
+                                         **{k: str(v)[:6000] for k, v in (params or {}).items()}})
     client.set_terminated(run.info.run_id, status or status_for(outcome), end_time=int(time.time() * 1000))
     return run.info.run_id
 

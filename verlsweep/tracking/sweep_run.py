@@ -91,8 +91,10 @@ def _next_sweep_index(client: Any, exp_id: str, study_name: str) -> int:
 
 
 def open_sweep_run(config: DictConfig, study_name: str, search_space: Mapping[str, Any], *, sampler: str,
-                   sweep_name: str | None, session: str, others_alive: bool) -> Tracking | None:
-    """The study's sweep run (continued, joined or new) and the store, or None when not tracked.
+                   sweep_name: str | None, session: str, others_alive: bool,
+                   view: Mapping[str, Any] | None = None) -> Tracking | None:
+    """The study's sweep run (continued, joined or new) and the store, or None when not tracked; `view`:
+    the experiment's shared view for this sweep (verlsweep.tracking.shared_view.for_sweep).
 
     An unusable store raises verlsweep.tracking.store.TrackingUnavailable (a ConfigError): before any trial.
     `others_alive`: another sweep process works on the study now (its sweep run is RUNNING for it).
@@ -102,6 +104,15 @@ def open_sweep_run(config: DictConfig, study_name: str, search_space: Mapping[st
     client = store.client_for(store.tracking_uri(config))
     name = store.experiment_name(config, study_name)
     exp = store.ensure_experiment(client, name, store.artifact_location(config, name))
+    tracking = _open(config, client, exp, study_name, search_space, sampler=sampler, sweep_name=sweep_name,
+                     session=session, others_alive=others_alive)
+    if view is not None:          # after the experiment's base view: the sweep's knobs and charts
+        store.write_view(client, exp, dict(view))
+    return tracking
+
+
+def _open(config: DictConfig, client: Any, exp: str, study_name: str, search_space: Mapping[str, Any], *,
+          sampler: str, sweep_name: str | None, session: str, others_alive: bool) -> Tracking:
     existing = study_runs.parents(client, exp, study_name)
     new = bool(OmegaConf.select(config, "tracking.new_parent_run", default=False))
     if existing and not new:
@@ -123,10 +134,10 @@ def open_sweep_run(config: DictConfig, study_name: str, search_space: Mapping[st
 
 
 def update_sweep_run(cfg: DictConfig, run_id: str | None, step: int, metrics: Mapping[str, float],
-                     files: Mapping[str, Iterable[Path]] | None = None) -> None:
-    """After a batch: the sweep's numbers as step `step` of a series (a resumed sweep continues it) and
-    its output files (replaced), `files` by artifact folder ("" for the run's root). A store that fails
-    here is logged: the sweep's results are on disk either way."""
+                     files: Mapping[str, Iterable[Path]] | None = None, tags: Mapping[str, str] | None = None) -> None:
+    """After a batch: the sweep's numbers as step `step` of a series (a resumed sweep continues it), its
+    output files (replaced), `files` by artifact folder ("" for the run's root), and `tags` (best_tags).
+    A store that fails here is logged: the sweep's results are on disk either way."""
     if run_id is None:
         return
     from mlflow.entities import Metric
@@ -137,12 +148,33 @@ def update_sweep_run(cfg: DictConfig, run_id: str | None, step: int, metrics: Ma
         batch = [Metric(k, float(v), now, step) for k, v in metrics.items() if v is not None]
         if batch:
             client.log_batch(run_id, metrics=batch)
+        study_runs.set_tags(client, run_id, tags or {})
         for folder, paths in (files or {}).items():
             for path in paths:
                 if path.is_file():
                     client.log_artifact(run_id, str(path), artifact_path=folder or None)
     except Exception as exc:  # noqa: BLE001 - the sweep's results are on disk either way
         log.warning("could not update MLflow parent run %s: %s", run_id, exc)
+
+
+BEST_PREFIX = "best"
+
+
+def best_tags(number: int, label: str | None, objective: float, objective_name: str) -> dict[str, str]:
+    """The parent run's tags and description for the sweep's best trial so far: what to run, in one click
+    from the experiment page (`best.trial`, `best.objective`, `best.<knob>`, the launch script's name)."""
+    from verlsweep.tracking.run_columns import label_params, rounded
+
+    knobs = label_params(label)
+    shown = f"t{number:02d} {label or ''}".strip()
+    tags = {f"{BEST_PREFIX}.trial": str(number), f"{BEST_PREFIX}.objective": f"{rounded(objective):g}",
+            f"{BEST_PREFIX}.knobs": label or "", **{f"{BEST_PREFIX}.{k}": v for k, v in knobs.items()}}
+    tags["mlflow.note.content"] = (
+        f"**Best so far: {shown}**, {objective_name} = {rounded(objective):g}\n\n"
+        "Run it for the long run: artifact `best_launch.sh` (its full config: `best.yaml`); every trial: "
+        "`trials.csv` and `report.html`"
+        + ("; objective against util per TP: `plots/util_by_tp.png`." if "util" in knobs else "."))
+    return tags
 
 
 def finish_sweep_run(cfg: DictConfig, run_id: str, status: str = "FINISHED") -> None:
@@ -170,5 +202,6 @@ def ui_hint(config: DictConfig, run_id: str) -> str:
     serve = f"open {uri.rstrip('/')}" if remote else f"mlflow ui --backend-store-uri {uri}"
     base = uri.rstrip("/") if remote else "http://127.0.0.1:5000"
     return (f"MLflow: {serve}  ->  {base}{store.ui_path(exp_id)}\n"
-            "  (opens on the study's trials, best objective first; the sweep's own run with its best so far and "
-            "report: Exit shared view)")
+            "  (opens on the study's trials, best objective first, their knobs beside it; the sweep's own run "
+            "with its best so far and report: Exit shared view)\n"
+            f"  charts (objective and memory by knob): {base}{store.ui_path(exp_id, 'CHART')}")

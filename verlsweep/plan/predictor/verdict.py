@@ -11,6 +11,7 @@ from verlsweep.common.names import (
     EDGE_PROBE_METRIC,
     FITS,  # re-exported (__all__): the statuses predicted to fit
 )
+from verlsweep.common.predicted import PHASE_PEAK_PREFIX
 from verlsweep.common.time_split import predicted_metrics
 from verlsweep.config import read
 from verlsweep.plan.predictor import band, ray_demand, traced_terms
@@ -93,7 +94,7 @@ class Verdict:
                "plan/feasible": float(self.feasible), EDGE_PROBE_METRIC: float(self.edge_probe),
                "plan/trainer_peak_gb_low": self.trainer_peak_band_gb[0],
                "plan/trainer_peak_gb_high": self.trainer_peak_band_gb[1]}
-        out.update({f"plan/peak_gb/{k}": v for k, v in self.phases.items()})
+        out.update({f"{PHASE_PEAK_PREFIX}{k}": v for k, v in self.phases.items()})
         out.update(predicted_metrics(self.time_s))      # the step's predicted split, plan/time_s/<phase>
         return out
 
