@@ -186,7 +186,10 @@ def inputs_of(hardware: Hardware, model: ModelConfig, plan: PlanConfig, v: VerlV
         mini_batch_size=int(v.get(f"{_ACTOR}.ppo_mini_batch_size")),
         max_prompt_length=prompt_len, max_response_length=response_len,
         prompt_tokens=float(plan.prompt_tokens) if plan.prompt_tokens else None,
-        response_tokens=float(plan.response_tokens) if plan.response_tokens else None,
+        # ignore_eos: every response runs to max_response_length (vLLM's sampling params,
+        # verl/workers/rollout/vllm_rollout/vllm_async_server.py): the long-run confirmation's worst case
+        response_tokens=(float(response_len) if v.get("actor_rollout_ref.rollout.ignore_eos")
+                         else float(plan.response_tokens) if plan.response_tokens else None),
         hccl_buffsize_mb=_hccl_buffsize_mb(env, hardware), margin_gb=float(plan.margin_gb),
         legacy_trainer=not bool(v.get("trainer.use_v1")),
         trainer=_trainer(plan.trainer), trace_limit_s=float(plan.trace_limit_s),

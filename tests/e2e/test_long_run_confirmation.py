@@ -1,0 +1,75 @@
+"""The best config survives the long run: a stand-in sweep whose fastest 5-step configs OOM at the
+maximum lengths (tests/support/standin/lengths.py: responses grow with the step, the trainer peak with
+the lengths; with ignore_eos and the train file sorted longest prompt first they OOM in step 1) declares
+one that survives them, and the confirmations show in the terminal, trials.csv, MLflow, `--status`, the
+report and best_launch.sh."""
+from __future__ import annotations
+
+import csv
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from tests.support.trial_helpers import copy_store, new_mark, run_sweep, standin_entrypoint, tiny_overrides
+
+pytestmark = pytest.mark.slow
+
+UTIL = "verl.actor_rollout_ref.rollout.gpu_memory_utilization"
+TP = "verl.actor_rollout_ref.rollout.tensor_model_parallel_size"
+P_OFF = "verl.actor_rollout_ref.actor.fsdp_config.param_offload"
+O_OFF = "verl.actor_rollout_ref.actor.fsdp_config.optimizer_offload"
+R_OFF = "verl.actor_rollout_ref.ref.fsdp_config.param_offload"
+
+
+def _entry(util: float, offload: bool) -> str:
+    values = {UTIL: util, TP: 2, P_OFF: offload, O_OFF: offload, R_OFF: False}
+    return "{" + ",".join(f"{k}:{str(v).lower() if isinstance(v, bool) else v}" for k, v in values.items()) + "}"
+
+
+def test_the_fastest_configs_fail_at_max_lengths_and_the_declared_best_survives_them(
+        tiny_model_dir, gsm8k_dir, empty_mlflow_db, tmp_path):
+    uri = copy_store(empty_mlflow_db, tmp_path)
+    order = [_entry(0.6, False), _entry(0.5, False), _entry(0.5, True)]
+    proc = run_sweep(tmp_path, [
+        *tiny_overrides(tiny_model_dir, gsm8k_dir, tmp_path / "out", uri), standin_entrypoint(), "validate.verl=false",
+        "trial.steps=5", "+env.VERL_STANDIN_MODE=auto", "+env.VERL_STANDIN_PEAK_MEMORY_GB=30",
+        "+env.VERL_STANDIN_LENGTH_GIB=44", "+env.VERL_STANDIN_STEP_SECONDS=0.01", "hydra/sweeper/pruner=none",
+        "study.enqueue_recipe=false", "study.guide.top_k=0", "study.proofs=false", "hydra.sweeper.n_trials=3",
+        f"hydra.sweeper.enqueue=[{','.join(order)}]", f"hydra.sweep.dir={tmp_path / 'sweep'}",
+    ], new_mark(), multirun=True, report=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    sweep = tmp_path / "sweep"
+    rows = {int(r["number"]): r for r in csv.DictReader((sweep / "trials.csv").open())}
+    # three ordinary trials completed their 5 steps; the two fastest fail at max lengths, the third passes
+    assert [rows[n]["outcome"] for n in (0, 1, 2)] == ["completed"] * 3
+    assert [(rows[n]["confirms"], rows[n]["outcome"]) for n in (3, 4, 5)] == [("0", "oom"), ("1", "oom"),
+                                                                              ("2", "completed")]
+    assert rows[0]["long_run"].startswith("fails at max lengths at prompt 64 / response 64: trial 3 ended oom")
+    assert rows[2]["long_run"].startswith("confirmed at prompt 64 / response 64 by trial 5: peak ")
+    # the declared best survives, and best_launch.sh is written from it and says so
+    best = (sweep / "best.yaml").read_text()
+    assert "trial_number: 2\n" in best, best
+    launch = (sweep / "best_launch.sh").read_text()
+    assert "knobs of trial 2 " in launch and "# long run: confirmed at prompt 64 / response 64 by trial 5" in launch
+    # the confirmation's own trial ran verl's worst case: ignore_eos, in order, the sorted copy
+    command = next(sweep.glob("5*/command.json")).read_text()
+    assert "ignore_eos=True" in command and "data.shuffle=False" in command and "train_longest_first" in command
+    # the terminal
+    assert re.search(r"^t03 .*oom.* confirms t00 at max lengths", proc.stdout, re.MULTILINE), proc.stdout
+    assert re.search(r"^t05 .*completed.* confirms t02 at max lengths", proc.stdout, re.MULTILINE), proc.stdout
+    # MLflow: the confirmation names the trial it confirms; the confirmed trial says how it went
+    client = MlflowClient(uri)
+    runs = {int(r.data.tags["trial.number"]): r for r in client.search_runs(
+        [e.experiment_id for e in client.search_experiments()]) if "trial.number" in r.data.tags}
+    assert runs[5].data.tags["trial.confirms"] == "2"
+    assert runs[2].data.tags["trial.confirmation"].startswith("confirmed at prompt 64 / response 64 by trial 5")
+    assert runs[0].data.tags["trial.confirmation"].startswith("fails at max lengths")
+    # the report and --status
+    assert "confirmed at prompt 64 / response 64 by trial 5: peak" in (sweep / "report.html").read_text()
+    status = subprocess.run([sys.executable, "-m", "verlsweep.report", str(sweep), "--status"],
+                            capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert "confirmed at prompt 64 / response 64 by trial 5" in status.stdout, status.stdout + status.stderr
