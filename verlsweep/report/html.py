@@ -159,6 +159,9 @@ def render(sweep: Sweep, plots: list[Plot], sweep_dir: Path | None) -> str:
         values = ", ".join(f"{n} = {_num(v)}" for n, v in zip(sweep.objectives, best.values))
         knobs = "".join(f"{k}={sweep.shown(k, v)}\n" for k, v in best.params.items())
         best_html = f"<p>trial {best.number} ({html.escape(best.knobs)}): {html.escape(values)}</p><pre>{html.escape(knobs)}</pre>"
+        best_html += f"<p>long run: {html.escape(best.long_run or 'not confirmed at the maximum lengths')}</p>"
+        best_html += "".join(f"<p class='note'>trial {r.number}: {html.escape(r.long_run)}</p>" for r in sweep.rows
+                             if r.long_run and r.number != best.number)
     # collapsed, after the plots: a ~60-line script must not fill the first screen
     launch_html = (f"<details id='launch-details'><summary>Launch command (best_launch.sh, "
                    f"{len(launch.splitlines())} lines)</summary><pre id='launch'>{html.escape(launch)}</pre></details>"
