@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.support.trial_helpers import copy_store, new_mark, run_sweep, standin_entrypoint, tiny_overrides
+from tests.support.trial_helpers import NO_CONFIRM, copy_store, new_mark, run_sweep, standin_entrypoint, tiny_overrides
 
 pytestmark = pytest.mark.slow
 
@@ -35,7 +35,8 @@ def test_the_fastest_configs_fail_at_max_lengths_and_the_declared_best_survives_
     uri = copy_store(empty_mlflow_db, tmp_path)
     order = [_entry(0.6, False), _entry(0.5, False), _entry(0.5, True)]
     proc = run_sweep(tmp_path, [
-        *tiny_overrides(tiny_model_dir, gsm8k_dir, tmp_path / "out", uri), standin_entrypoint(), "validate.verl=false",
+        *[a for a in tiny_overrides(tiny_model_dir, gsm8k_dir, tmp_path / "out", uri) if a != NO_CONFIRM],
+        "study.long_run.confirm=2", standin_entrypoint(), "validate.verl=false",
         "trial.steps=5", "+env.VERL_STANDIN_MODE=auto", "+env.VERL_STANDIN_PEAK_MEMORY_GB=30",
         "+env.VERL_STANDIN_LENGTH_GIB=44", "+env.VERL_STANDIN_STEP_SECONDS=0.01", "hydra/sweeper/pruner=none",
         "study.enqueue_recipe=false", "study.guide.top_k=0", "study.proofs=false", "hydra.sweeper.n_trials=3",

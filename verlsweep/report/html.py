@@ -34,7 +34,8 @@ def _util(sweep: Sweep, value: Any) -> str:
 
 def status_text(sweep: Sweep) -> str:
     """`12 of 30 trials; best objective 391.5 (t02 util=0.70 tp=1 off=p); completed 8, oom 3`"""
-    done = len(sweep.finished())
+    done = len([r for r in sweep.finished() if r.confirms is None])
+    long_run = sum(1 for r in sweep.rows if r.confirms is not None)
     total = f" of {sweep.n_trials}" if sweep.n_trials else ""
     best = sweep.best()
     best_text = (f"best {sweep.objectives[0]} {_num(best.values[0])} (t{best.number:02d} {best.knobs})"
@@ -42,6 +43,7 @@ def status_text(sweep: Sweep) -> str:
     running = sum(1 for r in sweep.rows if r.outcome == "running")
     outcomes = ", ".join(f"{k} {v}" for k, v in sweep.outcomes().items())
     return (f"study {sweep.study.study_name}: {done}{total} trials done"
+            f"{f' (+{long_run} long-run confirmations)' if long_run else ''}"
             f"{f', {running} running' if running else ''}; {best_text}; {outcomes or 'no trials'}")
 
 

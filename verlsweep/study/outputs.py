@@ -220,6 +220,8 @@ def summary(study: optuna.Study, objectives: list[str], param_names: list[str], 
         measured = t.state == TrialState.COMPLETE and not t.user_attrs.get(PLACEHOLDER_ATTR)
         values = [f"{v:.4g}" for v in t.values] if measured and t.values else ["-"] * len(objectives)
         note = not_launched(t.user_attrs.get(REUSED_FROM_ATTR), t.user_attrs.get(RULED_OUT_ATTR))
+        confirms = confirmations.confirms(t)
+        note = note or (f"confirms {confirms}" if confirms is not None else "")
         shown_outcome = f"{outcome(t)} ({note})" if note else str(outcome(t))
         row = [f"{'*' if t.number in best_numbers else ''}{t.number}", shown_outcome, *values]
         if memory:

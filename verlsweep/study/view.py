@@ -9,7 +9,7 @@ from typing import Any
 import optuna
 from omegaconf import DictConfig
 
-from verlsweep.reconcile import budget
+from verlsweep.reconcile import budget, confirmations
 from verlsweep.reconcile.trials_csv import reportable
 from verlsweep.study import outputs
 from verlsweep.study.progress import Progress
@@ -34,6 +34,8 @@ class SweepView:
     def after_batch(self, study: optuna.Study, n_trials: int, final: bool = False) -> list[Path]:
         """The status line (not at the end: the summary follows), the report, the parent run's update."""
         trials = reportable(study.get_trials(deepcopy=False))
+        long_run = confirmations.of_study(trials)     # the confirmations: `+N long-run`, outside n_trials
+        trials = confirmations.ordinary(trials)
         finished = [t for t in trials if t.state.is_finished()]
         counts: dict[str, int] = {}
         for t in finished:
@@ -41,7 +43,7 @@ class SweepView:
         best = outputs.best_trials(study)
         if not final:
             self.progress.status(study, len(finished), best[0] if best else None, counts,
-                                 budget.remaining(study, n_trials))
+                                 budget.remaining(study, n_trials), long_run=long_run)
         # drawing costs seconds: with trials faster than that (runner=estimate) skip some batches, so
         # redrawing takes at most REPORT_SHARE of the sweep's time; the last one always draws. After the
         # batch that completes the study the loop ends and that final draw follows at once: one is enough.
