@@ -13,6 +13,7 @@ from pathlib import Path
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from verlsweep.command.overrides import format_value
 from verlsweep.common import optuna_private
 from verlsweep.common.names import CONFIRMS_ATTR, OVERRIDES_ATTR
 from verlsweep.reconcile import confirmations
@@ -82,6 +83,14 @@ def job(study: optuna.Study, confirmed: FrozenTrial, hooks: TaskHooks, space: Se
     overrides += hooks.confirm_overrides(confirmed, trial, overrides)
     trial.set_user_attr(OVERRIDES_ATTR, overrides)
     return trial, overrides + hooks.trial_overrides + (hooks.slot_overrides or [[]])[0]
+
+
+def worst_case_overrides(train_file: Path | None) -> list[str]:
+    """What makes a trial run at the long run's worst case (`++`: the keys are verl's, whether or not the
+    composed `verl` node sets them): every response to max_response_length and, with a sorted copy of the
+    train file, its longest prompts first (verl's SequentialSampler when data.shuffle is false)."""
+    out = ["++verl.actor_rollout_ref.rollout.ignore_eos=true", "++verl.data.shuffle=false"]
+    return out + ([f"verl.data.train_files={format_value(str(train_file))}"] if train_file is not None else [])
 
 
 def prompt_chars(prompt: object) -> int:

@@ -215,8 +215,7 @@ class VerlHooks(AppHooks):
         lengths = [OmegaConf.select(self.config, f"verl.data.max_{k}_length", default=None)
                    for k in ("prompt", "response")]
         trial.set_user_attr(CONFIRM_AT_ATTR, lengths)
-        out = [f"trial.steps={long.confirm_steps}", "++verl.actor_rollout_ref.rollout.ignore_eos=true",
-               "++verl.data.shuffle=false"]
+        sorted_copy = None
         src = OmegaConf.select(self.config, "verl.data.train_files", default=None)
         src = src[0] if isinstance(src, (list, ListConfig)) and len(src) == 1 else src
         sub = job_dirs.subdir_of(overrides)
@@ -224,8 +223,8 @@ class VerlHooks(AppHooks):
             dst = self.sweep_dir / sub / confirm.LONGEST_FIRST
             key = str(OmegaConf.select(self.config, "verl.data.prompt_key", default="prompt") or "prompt")
             if confirm.longest_first(Path(src).expanduser(), dst, key) is not None:
-                out.append(f"verl.data.train_files={format_value(str(dst.resolve()))}")
-        return out
+                sorted_copy = dst.resolve()
+        return [f"trial.steps={long.confirm_steps}", *confirm.worst_case_overrides(sorted_copy)]
 
     def _tag_confirmations(self, study: optuna.Study) -> None:
         """Each confirmation's run names the trial it confirms; the confirmed trial's run says how it went."""
