@@ -234,10 +234,11 @@ class VerlHooks(AppHooks):
         runs = {t.number: t.user_attrs.get("run_id") for t in trials}
         for number, found in confirmations.of_study(trials).items():
             try:
-                if runs.get(found.trial):
-                    study_runs.set_tags(self._tracking.client, runs[found.trial], {CONFIRMS_TAG: str(number)})
-                if runs.get(number):
-                    study_runs.set_tags(self._tracking.client, runs[number], {CONFIRMATION_TAG: found.sentence()})
+                mine, theirs = runs.get(found.trial), runs.get(number)
+                if mine:
+                    study_runs.set_tags(self._tracking.client, str(mine), {CONFIRMS_TAG: str(number)})
+                if theirs:
+                    study_runs.set_tags(self._tracking.client, str(theirs), {CONFIRMATION_TAG: found.sentence()})
             except Exception as exc:  # noqa: BLE001 - tracking must not end the sweep
                 log.warning("verlsweep: could not tag the confirmation of trial %d: %s", number, exc)
 
