@@ -24,7 +24,6 @@ model with hidden errors); nothing here is measured on a device.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable
 
 import search_methods
 from search_landscapes import CONFIRM_STEPS, LONG_STEP_FACTOR, WORLD, Landscape, survives_long_run
@@ -39,8 +38,7 @@ def confirm_dh(step_s: float, survives: bool) -> float:
     return (search_methods.STARTUP_S + steps * step_s * LONG_STEP_FACTOR) * WORLD / 3600
 
 
-def declare(land: Landscape, run: Run, k: int, params_of: Callable[[tuple], dict],
-            confirm: bool) -> tuple[tuple | None, float, float]:
+def declare(land: Landscape, run: Run, k: int, confirm: bool) -> tuple[tuple | None, float, float]:
     """The declared best's key, the device-hours when it was declared and those the confirmations took."""
     if not run.measured:
         return None, float("inf"), 0.0
@@ -52,7 +50,7 @@ def declare(land: Landscape, run: Run, k: int, params_of: Callable[[tuple], dict
     for key, _tok_s, _when in ranked:
         if examined >= k and passed is not None:
             break
-        survives = survives_long_run(params_of(key))
+        survives = survives_long_run(dict(zip(land.knobs, key)))
         cost += confirm_dh(land.truth[key].step_s, survives)
         examined += 1
         if survives and passed is None:
@@ -78,7 +76,7 @@ def table(lands: list[Landscape], runs: dict[tuple[str, str], list[Run]], method
             fails, near, hours, shares = 0, 0, [], []
             got = runs.get((land.name, method), [])
             for run in got:
-                key, when, cost = declare(land, run, k, lambda key: dict(zip(land.knobs, key)), confirm)
+                key, when, cost = declare(land, run, k, confirm)
                 ok = key is not None and survives_long_run(dict(zip(land.knobs, key)))
                 fails += key is not None and not ok
                 good = ok and land.truth[key].tok_s >= target * best_surviving
