@@ -74,3 +74,33 @@ def test_the_fastest_configs_fail_at_max_lengths_and_the_declared_best_survives_
     status = subprocess.run([sys.executable, "-m", "verlsweep.report", str(sweep), "--status"],
                             capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert "confirmed at prompt 64 / response 64 by trial 5" in status.stdout, status.stdout + status.stderr
+
+
+def test_a_resumed_finished_study_confirms_what_it_has_not_and_estimate_models_the_worst_case(
+        empty_mlflow_db, tmp_path):
+    import optuna
+
+    uri = copy_store(empty_mlflow_db, tmp_path)
+    args = ["hardware=a2_64g", "algorithm=remax", "runner=estimate", "hydra.sweeper.n_trials=2",
+            "study.guide.top_k=0", f"tracking.uri={uri}", f"hydra.sweep.dir={tmp_path / 'sweep'}",
+            "hydra.sweeper.study_name=resume-confirm"]
+    first = run_sweep(tmp_path, [*args, "study.long_run.confirm=0"], new_mark(), multirun=True)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert "confirms" not in first.stdout
+    launch = (tmp_path / "sweep" / "best_launch.sh").read_text()
+    assert "# long run: not confirmed at the maximum lengths" in launch
+    # the study is complete (2 of 2): a re-run with confirmations on runs them, and no ordinary trial
+    again = run_sweep(tmp_path, [*args, "study.long_run.confirm=1"], new_mark(), multirun=True)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert re.search(r"^t02 .*completed.* confirms t0[01] at max lengths", again.stdout, re.MULTILINE), again.stdout
+    assert "[2/2 +1 long-run]" in again.stdout
+    study = optuna.load_study(study_name="resume-confirm", storage=f"sqlite:///{tmp_path / 'verlsweep-optuna.db'}")
+    trials = study.get_trials()
+    assert len(trials) == 3
+    confirmation = trials[2]
+    confirmed = trials[confirmation.user_attrs["verlsweep.confirms"]]
+    # runner=estimate: the confirmation's lengths are the planner's worst case, and the best is confirmed
+    assert confirmation.user_attrs["predicted"]["plan/trainer_peak_gb"] == pytest.approx(
+        confirmed.user_attrs["predicted"]["plan/worst_trainer_peak_gb"])
+    assert "# long run: confirmed at prompt 1024 / response 2048 by trial 2" in (
+        tmp_path / "sweep" / "best_launch.sh").read_text()
