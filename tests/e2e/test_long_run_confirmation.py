@@ -9,7 +9,6 @@ import csv
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
