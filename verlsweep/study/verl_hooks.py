@@ -232,7 +232,12 @@ class VerlHooks(AppHooks):
             return
         trials = study.get_trials(deepcopy=False)
         runs = {t.number: t.user_attrs.get("run_id") for t in trials}
-        for number, found in confirmations.of_study(trials).items():
+        done = confirmations.of_study(trials)
+        best = _outputs.best_trials(study)
+        if best and best[0].number not in done and runs.get(best[0].number):   # the best so far, unconfirmed
+            study_runs.set_tags(self._tracking.client, str(runs[best[0].number]),
+                                {CONFIRMATION_TAG: confirmations.NOT_CONFIRMED})
+        for number, found in done.items():
             try:
                 mine, theirs = runs.get(found.trial), runs.get(number)
                 if mine:
