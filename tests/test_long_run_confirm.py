@@ -57,7 +57,7 @@ def test_while_every_confirmed_config_failed_the_next_best_is_confirmed_and_beco
     assert best_trials(study)[0].number == 0
 
 
-def test_a_trial_whose_predicted_worst_case_does_not_fit_is_a_risk_and_confirmed_first():
+def test_a_trial_whose_predicted_worst_case_does_not_fit_is_a_risk_and_confirmed_first(caplog):
     risky = {"plan/trainer_peak_gb": 30.0, "plan/worst_trainer_peak_gb": 50.0, "plan/capacity_gb": 60.0,
              "plan/peak_gb/actor_update": 58.0}
     safe = {**risky, "plan/worst_trainer_peak_gb": 35.0, "plan/peak_gb/actor_update": 45.0}
@@ -71,6 +71,7 @@ def test_a_trial_whose_predicted_worst_case_does_not_fit_is_a_risk_and_confirmed
     worst = confirmations.worst_case(study.get_trials()[2])
     assert round(worst.peak_gb, 2) == 55.0 and round(worst.device_gb, 2) == 63.0 and not worst.fits
     assert [t.number for t in confirm.pick(study, 2)] == [2, 0]        # the risk first, then the best
+    assert "trial 2 is a risk: its predicted worst case at the maximum lengths is 63.0 of 60.00 GiB" in caplog.text
 
 
 def test_a_confirmation_counts_for_no_budget_slot_and_proves_nothing_about_ordinary_trials():

@@ -115,13 +115,14 @@ def worst_case(t: FrozenTrial) -> WorstCase | None:
     which stand for the lengths the trial held; with use_dynamic_bsz the trainer's peak is bounded by
     its token budget per device rather than by the lengths, so this over-states it there."""
     predicted = t.user_attrs.get(PREDICTED_ATTR) or {}
-    measured = t.user_attrs.get("peak_memory_gb")
-    expected, worst = predicted.get("plan/trainer_peak_gb"), predicted.get("plan/worst_trainer_peak_gb")
-    capacity = predicted.get("plan/capacity_gb")
-    if not all(isinstance(x, (int, float)) and x > 0 for x in (measured, expected, worst, capacity)):
+    values = [t.user_attrs.get("peak_memory_gb"), predicted.get("plan/trainer_peak_gb"),
+              predicted.get("plan/worst_trainer_peak_gb"), predicted.get("plan/capacity_gb")]
+    numbers = [float(x) for x in values if isinstance(x, (int, float)) and x > 0]
+    if len(numbers) < len(values):
         return None
-    ratio = float(measured) / float(expected)
-    training = [v for k, v in predicted.items() if k.startswith("plan/peak_gb/")
+    measured, expected, worst, capacity = numbers
+    ratio = measured / expected
+    training = [float(v) for k, v in predicted.items() if k.startswith("plan/peak_gb/")
                 and PLAN_CHECK_PHASES.get(k.rsplit("/", 1)[1]) == "training"]
-    device = max(training, default=float(worst)) + float(worst) * (ratio - 1.0)
-    return WorstCase(float(worst) * ratio, device, float(capacity))
+    device = max(training, default=worst) + worst * (ratio - 1.0)
+    return WorstCase(worst * ratio, device, capacity)

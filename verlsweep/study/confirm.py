@@ -55,6 +55,12 @@ def pick(study: optuna.Study, k: int) -> list[FrozenTrial]:
             if not passed and not todo:
                 todo.append(t)
             break
+    for t in todo:
+        worst = confirmations.worst_case(t)
+        if worst is not None and not worst.fits:
+            log.warning("verlsweep: trial %d is a risk: its predicted worst case at the maximum lengths is "
+                        "%.1f of %.2f GiB (measured peak %.1f GiB scaled by the planner); confirmed first",
+                        t.number, worst.device_gb, worst.capacity_gb, t.user_attrs.get("peak_memory_gb"))
     return sorted(todo, key=lambda t: (_fits(t), ranked.index(t)))
 
 
