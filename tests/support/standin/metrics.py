@@ -131,7 +131,8 @@ def _noise(seed: int, step: int, salt: str) -> float:
 
 def step_lengths(shape: RunShape, knobs: Knobs, step: int) -> tuple[float, float]:
     """The step's mean prompt and response lengths (tokens), noise included (lengths.py)."""
-    prompt = shape.max_prompt * shape.data.prompt_fraction(step, shape.batch) * (1.0 + 0.02 * _noise(knobs.seed, step, "plen"))
+    prompt = (shape.max_prompt * shape.data.prompt_fraction(step, shape.batch)
+              * (1.0 + 0.02 * _noise(knobs.seed, step, "plen")))
     response = shape.max_response * response_fraction(step, shape.ignore_eos)
     if not shape.ignore_eos:
         response *= 1.0 + 0.04 * _noise(knobs.seed, step, "rlen")
