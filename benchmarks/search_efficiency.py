@@ -43,7 +43,10 @@ Baselines have no planner, no reuse and no pruner: what a plain Optuna/Hydra swe
 
     python benchmarks/search_efficiency.py [--seeds 10] [--budget 60] [--workers 2]
         [--top-k 3] [--draws 32] [--methods verlsweep tpe+guide random ...] [--landscapes "TP plateaus" ...]
-        [--space throughput]
+        [--space throughput] [--long-run [--confirm 2]]
+
+--long-run reads the same race as a question of the long run: does each method's declared best survive
+the maximum lengths the long run reaches, at what cost (benchmarks/long_run.py).
 
 --space throughput races the same methods, budget and cost model on the planner landscapes over the
 throughput space instead (sweeps/throughput.yaml, chained from each memory landscape's best config;
@@ -72,6 +75,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import long_run
 import search_methods
 from search_landscapes import (
     HAND_WRITTEN,
@@ -86,7 +90,11 @@ from search_landscapes import (
 )
 from search_methods import GUIDE, METHODS, Run, guide_predictions, run_method
 
+from verlsweep.command.compose import compose_config
+from verlsweep.config.study import study_config
 from verlsweep.reconcile.budget import quiet_optuna
+
+LONG_RUN = study_config(compose_config([])).long_run
 
 # the race's landscapes, set before its workers fork (a throughput landscape is too big to pickle per job)
 _LANDS: dict[str, Landscape] = {}
@@ -137,6 +145,9 @@ def _arguments() -> argparse.Namespace:
                         help="planner landscapes: each throughput constant x U(1-e, 1+e)")
     parser.add_argument("--hidden-memory-error", type=float, default=0.1,
                         help="planner landscapes: predicted GiB x U(1-e, 1+e)")
+    parser.add_argument("--long-run", action="store_true",
+                        help="whether each method's declared best survives the long run (benchmarks/long_run.py)")
+    parser.add_argument("--confirm", type=int, default=LONG_RUN.confirm, help="study.long_run.confirm")
     parser.add_argument("--space", choices=("rollout_memory", "throughput"), default="rollout_memory",
                         help="throughput: the planner landscapes over sweeps/throughput.yaml (chained)")
     return parser.parse_args()
@@ -283,6 +294,12 @@ def main() -> None:
     head = (f"{'landscape':22} {'OOM':>4} {'near':>4} | {'method':13} {'median dh':>9} {'p90 dh':>8} "
             f"{'reached':>7} {'launched':>8} {'OOMs':>5} {'reused':>6} {'vetoed':>6}"
             + (f" {'refused':>7} {'stopped':>7}" if args.space == "throughput" else ""))
+    if args.long_run:
+        print(f"long run: the declared best at the maximum lengths; verlsweep confirms its best {args.confirm} "
+              "(study.long_run.confirm)")
+        print("\n".join(long_run.table(lands, runs, args.methods, args.confirm, args.budget, args.target)))
+        print(f"\n({time.perf_counter() - tic:.0f} s)")
+        return
     print(head)
     print("-" * len(head))
     verdicts = []

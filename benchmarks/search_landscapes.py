@@ -244,3 +244,23 @@ def planner_landscape(name: str, overrides: list[str], seed: int, sp: _space.Sea
         truth[key(p)] = true_verdict(from_cfg(cfg), hidden, mem_factor)
     return Landscape(name, truth, {key(pr.params): pr for pr in predictions}, note, guide, mem_factor)
 
+
+
+# --- the long run (search_efficiency.py --long-run) ----------------------------------------------------
+# A trial runs STEPS steps at the lengths its policy writes then (about half of max_response_length);
+# the long run reaches the maximum lengths. What a config must hold there, on top of its 5-step truth
+# (written before any result and never tuned): the trainer's resident state (the cliff's sizes: 3 GiB
+# base, actor params 9, optimizer 14, ref params 5 when not offloaded), the activations of a batch at
+# maximum lengths (ACT_MAX_GIB) and vLLM's sleeping weights (WEIGHTS / TP: vllm-ascend's sleep mode
+# level 1 keeps a copy), within HBM less what the driver keeps (DRIVER_GIB).
+ACT_MAX_GIB = 22.0
+DRIVER_GIB = 3.3               # idle HBM the Ascend driver keeps (npu-smi in vllm-ascend#1903)
+# a step at maximum lengths holds (max prompt + max response) / (the 5-step means: 0.45 + 0.5 of them)
+LONG_STEP_FACTOR = 2.0 / 0.95
+CONFIRM_STEPS = 3              # study.long_run.confirm_steps
+
+
+def survives_long_run(p: dict) -> bool:
+    """Whether a config that completes its 5 steps also trains at the maximum lengths."""
+    resident = 3 + (0 if p[P_OFF] else 9) + (0 if p[O_OFF] else 14) + (0 if p[R_OFF] else 5)
+    return resident + ACT_MAX_GIB + WEIGHTS / p[TP] <= HBM - DRIVER_GIB

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import statistics
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -64,6 +64,9 @@ class Run:
     ooms: int = 0                     # launched trials that OOMed
     refused: int = 0                  # proposals the trial rules refused before launch (no device time)
     stopped: bool = False             # our sweeper stopped on max_consecutive_failures (rule refusals)
+    # completed trials as (config key, measured tok/s, device-hours spent by then): the long-run table's
+    # declared best and its confirmations (search_efficiency.py --long-run, benchmarks/long_run.py)
+    measured: list[tuple[tuple, float, float]] = field(default_factory=list)
 
 
 def cost_dh(truth: Truth, steps: int) -> float:
@@ -81,9 +84,10 @@ def _drive(study: optuna.Study, land: Landscape, sp: _space.SearchSpace, target:
            told: str, guided: bool = False, reuse: bool = False, prune: bool = False, infer: bool = False) -> Run:
     """Ask -> (reuse | veto | measure with the cost model) -> tell, until the budget is spent."""
     spent, launched, reused, vetoed, ooms, refused, in_a_row = 0.0, 0, 0, 0, 0, 0, 0
+    measured: list[tuple[tuple, float, float]] = []
 
     def run(hours: float | None, stopped: bool = False) -> Run:
-        return Run(hours, launched, reused, vetoed, ooms, refused, stopped)
+        return Run(hours, launched, reused, vetoed, ooms, refused, stopped, measured)
     watch = FailureWatch(MAX_CONSECUTIVE_FAILURES, None, 1, swept=sp.distributions)   # its failed(): the rule
 
     for _ in range(MAX_ASKS):
@@ -149,6 +153,8 @@ def _drive(study: optuna.Study, land: Landscape, sp: _space.SearchSpace, target:
             study.tell(trial, state=optuna.trial.TrialState.PRUNED)
         else:
             study.tell(trial, result.objective)
+        if result.outcome == "completed":
+            measured.append((land.key(params), truth.tok_s, spent))
         if result.outcome == "completed" and truth.tok_s >= target:
             return run(spent if spent <= budget else None)
     return run(None)
@@ -226,6 +232,7 @@ def run_method(method: str, land: Landscape, seed: int, budget: float, top_k: in
 
 def _grid(land: Landscape, sp: _space.SearchSpace, target: float, budget: float) -> Run:
     spent, launched, ooms, refused = 0.0, 0, 0, 0
+    measured: list[tuple[tuple, float, float]] = []
     recipe = land.key(land.recipe)
     order = [dict(land.recipe)] + [p for p in all_configs(sp) if land.key(p) != recipe]
     for params in order:
@@ -239,6 +246,8 @@ def _grid(land: Landscape, sp: _space.SearchSpace, target: float, budget: float)
         spent += cost_dh(truth, STEPS)
         if truth.tok_s is None:
             ooms += 1
-        elif truth.tok_s >= target:
-            return Run(spent if spent <= budget else None, launched, 0, 0, ooms, refused)
-    return Run(None, launched, 0, 0, ooms, refused)
+            continue
+        measured.append((land.key(params), truth.tok_s, spent))
+        if truth.tok_s >= target:
+            return Run(spent if spent <= budget else None, launched, 0, 0, ooms, refused, measured=measured)
+    return Run(None, launched, 0, 0, ooms, refused, measured=measured)

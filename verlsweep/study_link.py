@@ -155,7 +155,8 @@ class OptunaReporter:
             if self._disabled:
                 return False
             self._trial.report(float(value), int(step))
-            return bool(self._trial.should_prune())
+            # a long-run confirmation runs at the maximum lengths: other trials' steps are no yardstick
+            return "verlsweep.confirms" not in self._trial.user_attrs and bool(self._trial.should_prune())
         except optuna.exceptions.UpdateFinishedTrialError:
             log.warning("trial %d of study %s is already finished in the study: stopping it",
                         self.number, self.study_name)

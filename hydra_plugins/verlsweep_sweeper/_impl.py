@@ -33,8 +33,9 @@ from verlsweep.config.node import convert
 from verlsweep.study import create, inflight, peer_compat
 from verlsweep.study import space as _space
 from verlsweep.study.hooks import AppHooks, TaskHooks, is_own_task
-from verlsweep.study.loop import Loop, Search, SweepInterrupted, SweepStopped
+from verlsweep.study.loop import Loop, Search
 from verlsweep.study.space import SearchSpaceError
+from verlsweep.study.stopped import SweepInterrupted, SweepStopped
 from verlsweep.study.verl_hooks import Hydra, VerlHooks
 from verlsweep.study_link import absolute_storage_url
 

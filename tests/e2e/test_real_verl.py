@@ -196,3 +196,20 @@ def test_real_verl_grpo_v1_reaches_device_check(tiny_model_dir: Path, gsm8k_dir:
     rc, output, leftovers = _run_verl(overrides, tmp_path)
     _assert_reached_device_check(rc, output, leftovers)
     assert "ray::TaskRunnerV1.run()" in output
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(VERL_TIMEOUT_S + 60)
+def test_real_verl_accepts_a_long_run_confirmations_overrides_and_sorted_data_up_to_its_device_check(
+        tiny_model_dir: Path, gsm8k_dir: Path, tmp_path: Path) -> None:
+    # what the sweep adds to a confirmation trial (verlsweep.study.confirm): ignore_eos, data.shuffle=false
+    # and the train file copied longest prompt first, which RLHFDataset then loads
+    from verlsweep.study.confirm import longest_first, worst_case_overrides
+
+    ordered = tmp_path / "train_longest_first.parquet"
+    assert longest_first(gsm8k_dir / "train.parquet", ordered, "prompt")
+    overrides = composed_overrides("grpo", tiny_model_dir, gsm8k_dir, [*_SMALL_BOX_V1, *worst_case_overrides(ordered)])
+    assert "actor_rollout_ref.rollout.ignore_eos=True" in overrides and "data.shuffle=False" in overrides
+    assert f"data.train_files={ordered}" in overrides
+    rc, output, leftovers = _run_verl(overrides, tmp_path)
+    _assert_reached_device_check(rc, output, leftovers)

@@ -37,7 +37,8 @@ PARAMS = (UTIL, TP, "verl.actor_rollout_ref.actor.fsdp_config.param_offload",
           "verl.actor_rollout_ref.ref.fsdp_config.param_offload")
 # fast trials: no verl validation, no MLflow, three "steps"; runner=estimate needs no model or data
 # files, so the sweeper's check of the fixed config passes (the stand-in app never reads them)
-FAST = ["validate.verl=false", "tracking.enabled=false", "trial.steps=3", "runner=estimate", "study.report=false"]
+FAST = ["validate.verl=false", "tracking.enabled=false", "trial.steps=3", "runner=estimate", "study.report=false",
+        "study.long_run.confirm=0"]
 
 pytestmark = pytest.mark.slow
 optuna.logging.set_verbosity(optuna.logging.WARNING)

@@ -25,7 +25,8 @@ def _sweep(tmp_path: Path, uri: str, *extra: str) -> subprocess.CompletedProcess
     argv = [sys.executable, str(ROOT / "sweep.py"), "-m", "hardware=a2_64g", "algorithm=remax", "runner=estimate",
             "space=smoke", "hydra/sweeper/sampler=random", "hydra.sweeper.sampler.seed=0",
             "hydra.sweeper.max_consecutive_failures=10", "validate.verl=false", f"tracking.uri={uri}",
-            f"hydra.sweep.dir={tmp_path / 'sweep'}", "hydra.sweeper.study_name=reuse", *extra]
+            f"hydra.sweep.dir={tmp_path / 'sweep'}", "hydra.sweeper.study_name=reuse", "study.long_run.confirm=0",
+            *extra]
     proc = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     return proc

@@ -37,7 +37,7 @@ def tiny_overrides(model_dir: Path, data_dir: Path, out_dir: Path, uri: str) -> 
         "hardware=a2_64g", "model=qwen3_0_6b", f"model.path={model_dir}", f"data.dir={data_dir}",
         "verl.data.train_batch_size=8", "verl.actor_rollout_ref.actor.ppo_mini_batch_size=8",
         "verl.data.max_prompt_length=64", "verl.data.max_response_length=64",
-        f"paths.output_root={out_dir}", f"tracking.uri={uri}", "plan.enforce=false",
+        f"paths.output_root={out_dir}", f"tracking.uri={uri}", "plan.enforce=false", NO_CONFIRM,
     ]
 
 
@@ -51,6 +51,13 @@ NO_REPORT = "study.report=false"
 # ten seconds of CPU per sweep process. Tests of that check ask for it (verl_check=True or validate.verl=...);
 # the stand-in composes verl's real config itself, as verl does, so a command verl refuses still fails there.
 NO_VERL_CHECK = "validate.verl=false"
+# the long-run confirmations add trials after the ordinary ones; the tests of other features count trials,
+# so their sweeps run without them (tests/e2e/test_long_run_confirmation.py asks for them)
+NO_CONFIRM = "study.long_run.confirm=0"
+
+
+def without_confirmations(args: list[str]) -> list[str]:
+    return args if any(a.startswith("study.long_run.confirm=") for a in args) else [*args, NO_CONFIRM]
 
 
 def run_sweep(cwd: Path, args: list[str], mark: str, *, multirun: bool = False, timeout: float = 600,
@@ -64,6 +71,8 @@ def run_sweep(cwd: Path, args: list[str], mark: str, *, multirun: bool = False, 
         args = [*args, NO_REPORT]
     if not verl_check and not any(a.startswith("validate.verl=") for a in args):
         args = [*args, NO_VERL_CHECK]
+    if multirun:
+        args = without_confirmations(args)
     full_env = dict(os.environ)
     full_env.pop("MLFLOW_TRACKING_URI", None)
     full_env.pop("MLFLOW_RUN_ID", None)

@@ -75,3 +75,10 @@ RULED_OUT_RULE_ATTR = "ruled_out_rule"         # trial user attr: the verlsweep.
 # the planner's statuses predicted to fit (verlsweep.plan.predictor.verdict); `edge` is launched, `infeasible` vetoed.
 # Here so that the guide, which imports the plan package lazily, reads the same tuple.
 FITS = ("ok", "tight")
+
+# The long-run confirmation (verlsweep.reconcile.confirmations): a trial of the study that runs a finished
+# trial's config at the maximum lengths, outside n_trials.
+CONFIRMS_ATTR = "verlsweep.confirms"           # confirmation trial user attr: the trial number it confirms
+CONFIRM_AT_ATTR = "verlsweep.confirm_at"       # confirmation trial user attr: [max prompt, max response] tokens
+CONFIRMS_TAG = "trial.confirms"                # the confirmation's MLflow run: the trial it confirms
+CONFIRMATION_TAG = "trial.confirmation"        # a confirmed trial's run: confirmed / fails at max lengths / ...

@@ -27,6 +27,8 @@ class LongRunConfig(ConfigNode):
 
     steps: int
     overrides: list[str]
+    confirm: int              # top configs confirmed at the maximum lengths (0: none)
+    confirm_steps: int        # steps of one confirmation
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,8 @@
 Read from each trial's user attrs as the sweeper records them (hydra_plugins/verlsweep_sweeper/
 _results.py): OUTCOME_ATTR (TrialResult.outcome) and PHASE_ATTR (TrialResult.failure_phase). A
 pruned trial ran steps, so it fit; a trial ruled out by a proof carries no evidence of its own
-(RULED_OUT_ATTR: it never ran).
+(RULED_OUT_ATTR: it never ran); a long-run confirmation (CONFIRMS_ATTR) is evidence of another length
+regime only.
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 
 from optuna.trial import FrozenTrial, TrialState
 
-from verlsweep.common.names import FAILURE_PHASE_ATTR, RULED_OUT_ATTR
+from verlsweep.common.names import CONFIRMS_ATTR, FAILURE_PHASE_ATTR, RULED_OUT_ATTR
 from verlsweep.proofs.rules import KNOBS, Decided, Observed, decide
 
 PHASE_ATTR = FAILURE_PHASE_ATTR
@@ -22,6 +23,10 @@ OUTCOME_ATTR = "outcome"          # trial user attr: TrialResult.outcome
 def observed(trial: FrozenTrial) -> Observed | None:
     """A finished trial as the rules read it (None: nothing to learn from it)."""
     if not all(k in trial.params for k in KNOBS) or trial.user_attrs.get(RULED_OUT_ATTR) is not None:
+        return None
+    if trial.user_attrs.get(CONFIRMS_ATTR) is not None:
+        # a long-run confirmation ran at the maximum lengths: what it shows holds for that length regime
+        # alone, not for the few-step trials these rules compare it with
         return None
     outcome = trial.user_attrs.get(OUTCOME_ATTR)
     if trial.state == TrialState.PRUNED:

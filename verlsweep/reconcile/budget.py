@@ -16,7 +16,7 @@ from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.trial import FrozenTrial, TrialState
 
 from verlsweep.common import optuna_private
-from verlsweep.common.names import OVER_BUDGET_ATTR
+from verlsweep.common.names import CONFIRMS_ATTR, OVER_BUDGET_ATTR
 
 STALE_RETRIES = 1                      # a dead sweep's trial is re-run once, then counts as failed
 
@@ -36,10 +36,12 @@ def _replaced(trials: list[FrozenTrial]) -> set[int]:
 
 
 def budget_trials(trials: list[FrozenTrial]) -> list[FrozenTrial]:
-    """Trials that count towards n_trials: asked (or enqueued) ones, minus stale ones re-run and
-    minus trials a racing sweep process asked beyond the budget."""
+    """Trials that count towards n_trials: asked (or enqueued) ones, minus stale ones re-run, minus
+    trials a racing sweep process asked beyond the budget and minus long-run confirmations
+    (verlsweep.reconcile.confirmations)."""
     replaced = _replaced(trials)
-    return [t for t in trials if t.number not in replaced and not t.system_attrs.get(OVER_BUDGET_ATTR)]
+    return [t for t in trials if t.number not in replaced and not t.system_attrs.get(OVER_BUDGET_ATTR)
+            and t.user_attrs.get(CONFIRMS_ATTR) is None]
 
 
 def remaining(study: optuna.Study, n_trials: int) -> int:

@@ -17,6 +17,7 @@ from optuna.trial import FrozenTrial
 from verlsweep.common.files import write_atomic
 from verlsweep.common.labels import clip
 from verlsweep.common.names import FAILURE_PHASE_ATTR, OVER_BUDGET_ATTR, REUSED_FROM_ATTR, RULED_OUT_ATTR
+from verlsweep.reconcile import confirmations
 from verlsweep.reconcile.check import TRIALS_CSV, outcome
 
 
@@ -32,8 +33,11 @@ def _csv(study: optuna.Study, objectives: list[str], param_names: list[str], sho
     buf = io.StringIO()
     writer = csv.writer(buf)
     writer.writerow(["number", "state", "outcome", *_MEASURED, *extra, "steps", "duration_s", *param_names,
-                     "retry_of", "reused_from", RULED_OUT_ATTR, FAILURE_PHASE_ATTR, "run_id", "job_dir", "excerpt"])
-    for t in reportable(study.get_trials(deepcopy=False)):
+                     "retry_of", "reused_from", RULED_OUT_ATTR, FAILURE_PHASE_ATTR, "run_id", "job_dir", "excerpt",
+                     "confirms", "long_run", "worst_case_gb", "worst_case_risk"])
+    trials = study.get_trials(deepcopy=False)
+    found = confirmations.of_study(trials)
+    for t in reportable(trials):
         metrics = t.user_attrs.get("metrics") or {}
         excerpt = (t.user_attrs.get("excerpt") or "").strip().splitlines()
         writer.writerow([t.number, t.state.name, outcome(t),
@@ -42,8 +46,19 @@ def _csv(study: optuna.Study, objectives: list[str], param_names: list[str], sho
                          *[shown(p, t.params.get(p)) for p in param_names], t.system_attrs.get("failed_trial"),
                          t.user_attrs.get(REUSED_FROM_ATTR), t.user_attrs.get(RULED_OUT_ATTR),
                          t.user_attrs.get(FAILURE_PHASE_ATTR), t.user_attrs.get("run_id"), t.user_attrs.get("job_dir"),
-                         clip(excerpt[-1], 300) if excerpt else None])
+                         clip(excerpt[-1], 300) if excerpt else None, *_long_run(t, found)])
     return buf.getvalue()
+
+
+def _long_run(t: FrozenTrial, found: dict[int, confirmations.Confirmation]) -> list[Any]:
+    """confirms, long_run (the confirmation's sentence, or `not confirmed`), the predicted worst case and
+    whether it does not fit (a risk), for a measured ordinary trial."""
+    if confirmations.confirms(t) is not None:
+        return [confirmations.confirms(t), None, None, None]
+    worst = confirmations.worst_case(t)
+    said = found[t.number].sentence() if t.number in found else (
+        confirmations.NOT_CONFIRMED if t.user_attrs.get("peak_memory_gb") is not None else None)
+    return [None, said, round(worst.device_gb, 2) if worst else None, (not worst.fits) if worst else None]
 
 
 def write_trials(sweep_dir: Path, study: optuna.Study, objectives: list[str], param_names: list[str] | None = None,

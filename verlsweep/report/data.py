@@ -20,6 +20,7 @@ from verlsweep.common.names import (
     RULED_OUT_ATTR,
 )
 from verlsweep.common.predicted import device_peak
+from verlsweep.reconcile import confirmations
 from verlsweep.reconcile.budget import budget_trials
 
 ESTIMATE = "estimate"               # TrialResult.backend of runner=estimate: its numbers are the planner's
@@ -60,6 +61,8 @@ class Row:
     backend: str | None = None            # verl | script | estimate
     reused_from: int | None = None        # never launched: this trial's measurement told again
     metrics: dict[str, float] = field(default_factory=dict)   # verl metrics aggregated like the objective
+    confirms: int | None = None           # a long-run confirmation: the trial it confirms
+    long_run: str | None = None           # a confirmed trial: what its confirmation showed
     counted: bool = True                  # counts towards n_trials (not a stopped trial whose re-run does)
 
     @property
@@ -96,7 +99,9 @@ class Sweep:
         return self.study.directions[0] == optuna.study.StudyDirection.MAXIMIZE
 
     def best(self) -> Row | None:
-        done = [r for r in self.rows if r.measured]
+        # never a confirmation, nor a config that failed its own (verlsweep.reconcile.confirmations)
+        done = [r for r in self.rows if r.measured and r.confirms is None
+                and not (r.long_run or "").startswith(confirmations.FAILS)]
         if not done:
             return None
         key = (lambda r: r.measured[0]) if self.maximize else (lambda r: -r.measured[0])
@@ -161,6 +166,7 @@ def load(study: optuna.Study, objectives: list[str] | None = None) -> Sweep:
                 steps[name] = step_of(dist)
                 dists[name] = dist
     rows = []
+    found = confirmations.of_study(trials)
     for t in trials:
         params = {n: t.params[n] for n in names if n in t.params}
         rows.append(Row(
@@ -171,7 +177,9 @@ def load(study: optuna.Study, objectives: list[str] | None = None) -> Sweep:
             excerpt=t.user_attrs.get("excerpt"), phase=t.user_attrs.get(FAILURE_PHASE_ATTR) or None,
             ruled_out_by=_int(t.user_attrs.get(RULED_OUT_ATTR)), backend=t.user_attrs.get("backend"),
             reused_from=_int(t.user_attrs.get(REUSED_FROM_ATTR)),
-            metrics=dict(t.user_attrs.get("metrics") or {}), counted=t.number in counted))
+            metrics=dict(t.user_attrs.get("metrics") or {}), confirms=confirmations.confirms(t),
+            long_run=found[t.number].sentence() if t.number in found else None,
+            counted=t.number in counted))
     n_objectives = len(study.directions)
     objectives = list(objectives or study.user_attrs.get(OBJECTIVES_ATTR) or ["objective"])[:n_objectives]
     objectives += [f"objective_{i}" for i in range(len(objectives), n_objectives)]

@@ -41,7 +41,8 @@ def _util(sweep: Sweep, value: Any) -> str:
 
 def status_text(sweep: Sweep) -> str:
     """`12 of 30 trials; best objective 391.5 (t02 util=0.70 tp=1 off=p); completed 8, oom 3`"""
-    done = len(sweep.finished())
+    done = len(sweep.finished())          # of the n_trials: no confirmation, no stopped trial re-run
+    long_run = sum(1 for r in sweep.rows if r.confirms is not None)
     total = f" of {sweep.n_trials}" if sweep.n_trials else ""
     best = sweep.best()
     best_text = (f"best {sweep.objectives[0]} {_num(best.measured[0])} (t{best.number:02d} {best.knobs})"
@@ -49,8 +50,10 @@ def status_text(sweep: Sweep) -> str:
     running = sum(1 for r in sweep.rows if r.outcome == "running")
     waiting = sum(1 for r in sweep.rows if r.counted and r.outcome == "waiting")
     outcomes = ", ".join(f"{k} {v}" for k, v in sweep.outcomes(sweep.finished()).items())
-    rerun = sum(1 for r in sweep.rows if not r.counted)     # stopped (Ctrl-C, a dead sweep): a re-run counts
+    # stopped (Ctrl-C, a dead sweep): its re-run counts instead
+    rerun = sum(1 for r in sweep.rows if not r.counted and r.confirms is None)
     return (f"study {sweep.study.study_name}: {done}{total} trials done"
+            f"{f' (+{long_run} long-run confirmations)' if long_run else ''}"
             f"{f', {running} running' if running else ''}{f', {waiting} waiting' if waiting else ''}; "
             f"{best_text}; {outcomes or 'no trials'}{f' ({rerun} stopped and re-run)' if rerun else ''}")
 
@@ -187,6 +190,9 @@ def render(sweep: Sweep, plots: list[Plot], sweep_dir: Path | None) -> str:
         knobs = "".join(f"{k}={sweep.shown(k, v)}\n" for k, v in best.params.items())
         best_html = (f"<p>trial {best.number} ({html.escape(best.knobs)}): {html.escape(values)}</p>"
                      f"<pre>{html.escape(knobs)}</pre>")
+        best_html += f"<p>long run: {html.escape(best.long_run or 'not confirmed at the maximum lengths')}</p>"
+        best_html += "".join(f"<p class='note'>trial {r.number}: {html.escape(r.long_run)}</p>" for r in sweep.rows
+                             if r.long_run and r.number != best.number)
     # collapsed, after the plots: a ~60-line script must not fill the first screen
     launch_html = (f"<details id='launch-details'><summary>Launch command (best_launch.sh, "
                    f"{len(launch.splitlines())} lines)</summary><pre id='launch'>{html.escape(launch)}</pre></details>"

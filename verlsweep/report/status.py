@@ -14,7 +14,7 @@ import yaml
 
 from verlsweep.common import optuna_private
 from verlsweep.common.names import OBJECTIVES_ATTR, TRACKING_ATTR
-from verlsweep.reconcile import budget, check, results, sessions, trials_csv
+from verlsweep.reconcile import budget, check, confirmations, results, sessions, trials_csv
 from verlsweep.study_link import absolute_storage_url, open_storage
 from verlsweep.tracking import store, study_runs
 
@@ -110,6 +110,8 @@ def run(target: Target, *, repair: bool, grace_s: float, stop_grace_s: float, ou
     trials = study.get_trials(deepcopy=False)
     states = ", ".join(f"{n} {s}" for s, n in sorted(Counter(t.state.name for t in trials).items()))
     out.write(f"study {study.study_name} ({target.storage}): {len(trials)} trial(s): {states or 'none'}\n")
+    for number, found_ in sorted(confirmations.of_study(trials).items()):
+        out.write(f"long run: trial {number} {found_.sentence()}\n")
     if tracking is None:
         out.write("MLflow: not tracked (no tracking URI recorded with the study; --tracking-uri)\n")
     found = findings(study, target, tracking, grace_s, stop_grace_s, helpers)

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 import optuna
 from omegaconf import DictConfig, OmegaConf
+from optuna.trial import FrozenTrial
 
 from verlsweep.common.errors import Problem
 from verlsweep.common.result import TrialResult
@@ -78,6 +79,10 @@ class TaskHooks(Protocol):
     def decide(self, study: optuna.Study, trial: optuna.Trial,
                overrides: list[str]) -> tuple[TrialResult, str] | None:
         """A result (and its note) for a trial not to launch, or None to launch it."""
+    def confirmations(self, study: optuna.Study) -> list[FrozenTrial]:
+        """Finished trials to confirm now at the long run's worst case, in order ([]: none left)."""
+    def confirm_overrides(self, confirmed: FrozenTrial, trial: optuna.Trial, overrides: list[str]) -> list[str]:
+        """The overrides of `trial`, the confirmation of `confirmed`, beyond its job's `overrides`."""
     def summary(self, study: optuna.Study, best: list[Any], objectives: list[str], space: SearchSpace,
                 console: Any) -> None:
         """The final table and the results file."""
@@ -156,6 +161,12 @@ class AppHooks:
     def decide(self, study: optuna.Study, trial: optuna.Trial,
                overrides: list[str]) -> tuple[TrialResult, str] | None:
         return None       # another app's job composes once, in the launcher (as with the peer)
+
+    def confirmations(self, study: optuna.Study) -> list[FrozenTrial]:
+        return []         # another app has no long run
+
+    def confirm_overrides(self, confirmed: FrozenTrial, trial: optuna.Trial, overrides: list[str]) -> list[str]:
+        return []
 
     def summary(self, study: optuna.Study, best: list[Any], objectives: list[str], space: SearchSpace,
                 console: Any) -> None:

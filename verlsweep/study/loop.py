@@ -27,6 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 from verlsweep.common import optuna_private
 from verlsweep.common.labels import not_launched
 from verlsweep.common.names import (
+    CONFIRMS_ATTR,
     EDGE_PROBE_METRIC,
     N_TRIALS_ATTR,
     OBJECTIVES_ATTR,
@@ -37,7 +38,7 @@ from verlsweep.common.names import (
 from verlsweep.common.result import TrialResult
 from verlsweep.reconcile import budget, results
 from verlsweep.reconcile.budget import quiet_optuna
-from verlsweep.study import create, inflight, job_dirs, peer_compat, reuse
+from verlsweep.study import confirm, create, inflight, job_dirs, peer_compat, reuse
 from verlsweep.study import enqueue as _enqueue
 from verlsweep.study import outputs as _outputs
 from verlsweep.study import progress as _progress
@@ -47,21 +48,10 @@ from verlsweep.study import view as _view
 from verlsweep.study.failures import FailureWatch
 from verlsweep.study.hooks import TaskHooks
 from verlsweep.study.settings import Settings
+from verlsweep.study.stopped import SweepInterrupted, SweepStopped
 from verlsweep.study_link import absolute_storage_url
 
 log = logging.getLogger(__name__)
-
-
-class SweepInterrupted(KeyboardInterrupt):
-    """Ctrl-C: the trials it stopped in flight (failed, and re-run once when the same command runs again)."""
-
-    def __init__(self, abandoned: list[int]) -> None:
-        super().__init__(abandoned)
-        self.abandoned = abandoned
-
-
-class SweepStopped(RuntimeError):
-    """max_consecutive_failures reached; the outputs so far are written."""
 
 
 @dataclass(frozen=True)
@@ -106,7 +96,8 @@ class Loop:
         if isinstance(sampler, optuna.samplers.GridSampler):
             n_trials = min(n_trials, space.size() or n_trials)
         done = create.load_complete(url, name, n_trials, space)
-        if done is not None and not _session.died_unreconciled(done, self._grace_s()):
+        if (done is not None and not _session.died_unreconciled(done, self._grace_s())
+                and not hooks.confirmations(done)):
             # nothing to run: no launch, no parent run, no outputs
             sys.stdout.write(_outputs.complete_message(done, n_trials, search.objectives, space.value) + "\n")
             sys.stdout.flush()
@@ -144,6 +135,7 @@ class Loop:
             status = "FAILED"
             try:
                 self._loop(study, search, n_trials, outputs, started, heartbeat, me)
+                self._confirm(study, space, n_trials, outputs, heartbeat, me)
                 status = "FINISHED"
             except KeyboardInterrupt:
                 status = "KILLED"
@@ -364,6 +356,9 @@ class Loop:
         params = {k: self._space.value(k, v) for k, v in trial.params.items()}
         if self._progress is not None:
             edge = bool((trial.user_attrs.get(PREDICTED_ATTR) or {}).get(EDGE_PROBE_METRIC))
+            confirms = trial.user_attrs.get(CONFIRMS_ATTR)
+            if confirms is not None:       # a long-run confirmation (verlsweep.study.confirm)
+                note = note or f"confirms t{confirms:02d} at max lengths"
             self._progress.trial(trial.number, told.outcome, told.values, params,
                                  trial.user_attrs.get("duration_s"), told.excerpt, note, edge_probe=edge)
         log.debug("verlsweep: trial %d %s %s %s %s", trial.number, told.outcome, told.values, params, note)
@@ -375,6 +370,29 @@ class Loop:
             told = reuse.tell_reused(study, trial, source)
         self._shown(trial, told, not_launched(source.number, None))
         return told
+
+    def _confirm(self, study: optuna.Study, space: _space.SearchSpace, n_trials: int, outputs: _outputs.Outputs,
+                 heartbeat: create.Heartbeat, me: _session.SweepSession) -> None:
+        """The long-run confirmations (verlsweep.study.confirm), one at a time, until the hooks have none."""
+        while todo := self.hooks.confirmations(study):
+            for confirmed in todo:
+                trial, job = confirm.job(study, confirmed, self.hooks, space, self._progress)
+                me.tag_trial(optuna_private.trial_id(trial))
+                heartbeat.add([optuna_private.trial_id(trial)])
+                ret, result = None, None
+                try:
+                    ret = next(iter(self.run_batch([job], self.job_idx)), None)
+                except KeyboardInterrupt:
+                    trial.set_user_attr("outcome", "interrupted")    # shows nothing: confirmed again later
+                    results.tell_state(study, trial, state=optuna.trial.TrialState.FAIL)
+                    raise
+                except Exception as exc:  # noqa: BLE001 - the launcher failed: this confirmation's outcome
+                    result = TrialResult("crash", excerpt=f"launcher: {exc}")
+                finally:
+                    heartbeat.remove([optuna_private.trial_id(trial)])
+                self.job_idx += 1
+                self._tell(study, trial, ret, result)
+                self._after(study, n_trials, outputs, me)
 
     def _stop_message(self, watch: FailureWatch) -> str:
         return watch.message(self.sweep_dir / _outputs.TRIALS_CSV, bool(self.s.storage))

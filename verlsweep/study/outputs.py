@@ -23,6 +23,7 @@ from verlsweep.common import crashpoint
 from verlsweep.common.files import write_atomic
 from verlsweep.common.labels import figure, knob_tokens, not_launched, short, show
 from verlsweep.common.names import OVERRIDES_ATTR, PLACEHOLDER_ATTR, REUSED_FROM_ATTR, RULED_OUT_ATTR
+from verlsweep.reconcile import confirmations
 from verlsweep.reconcile.budget import budget_trials
 from verlsweep.reconcile.check import TRIALS_CSV, outcome
 from verlsweep.reconcile.trials_csv import reportable, write_trials
@@ -39,8 +40,12 @@ _SWEEP_ONLY = ("trial.number=", "trial.study_name=", "trial.storage=", "trial.la
 
 
 def feasible(trials: list[FrozenTrial]) -> list[FrozenTrial]:
-    return [t for t in trials if t.state == TrialState.COMPLETE and not t.user_attrs.get(PLACEHOLDER_ATTR)
-            and all(v <= 0 for v in t.constraints.values())]
+    """Completed ordinary trials within their constraints, but those whose long-run confirmation failed
+    (verlsweep.reconcile.confirmations: such a config is never the best; the next confirmed one is)."""
+    found = confirmations.of_study(trials)
+    return [t for t in confirmations.ordinary(trials) if t.state == TrialState.COMPLETE
+            and not t.user_attrs.get(PLACEHOLDER_ATTR) and all(v <= 0 for v in t.constraints.values())
+            and confirmations.label(t.number, found) != confirmations.FAILS]
 
 
 def best_trials(study: optuna.Study) -> list[FrozenTrial]:
@@ -95,7 +100,8 @@ class Outputs:
         self.shown = shown
         self.compose_launch = compose_launch
         self.storage_url = storage_url
-        self._launch_for: int | None = None
+        self._launch_for: tuple[int, str | None] | None = None
+        self._trials: list[FrozenTrial] = []
 
     def write(self, study: optuna.Study) -> list[FrozenTrial]:
         write_trials(self.dir, study, self.objectives, self.param_names, self.shown)
@@ -115,7 +121,10 @@ class Outputs:
         # no compose_launch: the app has no long run to write (verlsweep.study.hooks.AppHooks)
         doc["launch_script"] = BEST_LAUNCH if best and self.compose_launch else None
         write_atomic(self.dir / BEST_YAML, yaml.safe_dump(doc, sort_keys=False))
-        if best and self.compose_launch and self._launch_for != best[0].number:
+        self._trials = study.get_trials(deepcopy=False)
+        found = confirmations.of_study(self._trials)
+        said = found[best[0].number].sentence() if best and best[0].number in found else None
+        if best and self.compose_launch and self._launch_for != (best[0].number, said):
             self._write_launch(best[0], study.study_name, self.compose_launch)
         return best
 
@@ -127,9 +136,12 @@ class Outputs:
         except Exception as exc:  # noqa: BLE001 - outputs must not end the sweep
             log.warning("best_launch.sh: could not compose trial %d's overrides: %s", trial.number, exc)
             body = f"echo 'verlsweep could not compose this command: {str(exc)[:500]!r}' >&2\nexit 1\n"
+        found = confirmations.of_study(self._trials)
+        long_run = found[trial.number].sentence() if trial.number in found else (
+            "not confirmed at the maximum lengths (study.long_run.confirm)")
         write_atomic(self.dir / BEST_LAUNCH, launch_header(trial, study_name, self.objectives, self.shown, experiment)
-               + body, mode=0o755)
-        self._launch_for = trial.number
+                     + f"# long run: {long_run}\n" + body, mode=0o755)
+        self._launch_for = (trial.number, found[trial.number].sentence() if trial.number in found else None)
 
 
 def launch_header(trial: FrozenTrial, study_name: str, objectives: list[str], shown: Callable[[str, Any], Any],
@@ -210,6 +222,8 @@ def summary(study: optuna.Study, objectives: list[str], param_names: list[str], 
         measured = t.state == TrialState.COMPLETE and not t.user_attrs.get(PLACEHOLDER_ATTR)
         cells = [figure(v) for v in t.values] if measured and t.values else ["-"] * len(objectives)
         note = not_launched(t.user_attrs.get(REUSED_FROM_ATTR), t.user_attrs.get(RULED_OUT_ATTR))
+        confirms = confirmations.confirms(t)
+        note = note or (f"confirms {confirms}" if confirms is not None else "")
         shown_outcome = f"{outcome(t)} ({note})" if note else str(outcome(t))
         row = [f"{'*' if t.number in best_numbers else ''}{t.number}", shown_outcome, *cells]
         if memory:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import optuna
@@ -103,12 +104,16 @@ class Progress:
             self.console.print(f"     {excerpt.strip().splitlines()[-1]}", style="dim", overflow="ellipsis",
                                no_wrap=True, highlight=False)
 
-    def status(self, study: optuna.Study, finished: int, best: Any, counts: dict[str, int], left: int) -> None:
+    def status(self, study: optuna.Study, finished: int, best: Any, counts: dict[str, int], left: int,
+               long_run: Mapping[int, Any] | None = None) -> None:
+        """`long_run`: the confirmations so far (verlsweep.reconcile.confirmations), outside n_trials."""
         elapsed = time.monotonic() - self.started
         eta = _duration(elapsed / self.done_here * left) if self.done_here and left else "-"
         best_text = (f"best {self.objective} {figure(best.values[0])} (t{best.number:02d})" if best is not None
                      else "no measured trial yet")
         outcomes = ", ".join(f"{k} {v}" for k, v in ordered(counts))
-        self.console.print(f"[bold][{finished}/{self.n_trials}][/bold] {best_text} | {outcomes} | "
+        failed = sum(1 for c in (long_run or {}).values() if c.status == "fails at max lengths")
+        extra = f" +{len(long_run)} long-run" + (f" ({failed} failed)" if failed else "") if long_run else ""
+        self.console.print(f"[bold][{finished}/{self.n_trials}{extra}][/bold] {best_text} | {outcomes} | "
                            f"elapsed {_duration(elapsed)}, ETA {eta}", overflow="ellipsis", no_wrap=True,
                            highlight=False)

@@ -23,7 +23,13 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from verlsweep.common.names import FAILURE_PHASE_ATTR, PREDICTED_ATTR, REUSED_FROM_ATTR, REUSED_RUN_ATTR
+from verlsweep.common.names import (
+    CONFIRMS_ATTR,
+    FAILURE_PHASE_ATTR,
+    PREDICTED_ATTR,
+    REUSED_FROM_ATTR,
+    REUSED_RUN_ATTR,
+)
 from verlsweep.reconcile.results import PLACEHOLDER_ATTR, Told, set_violation, tell_state, violation
 
 log = logging.getLogger(__name__)
@@ -52,7 +58,8 @@ def measured_match(study: optuna.Study, params: dict[str, Any], shown: Callable[
     key = _key(params, shown)
     states = (TrialState.COMPLETE, TrialState.PRUNED)
     for t in study.get_trials(deepcopy=False, states=states):
-        if t.number == number or is_reused(t) or t.user_attrs.get("outcome") not in REUSABLE:
+        if (t.number == number or is_reused(t) or t.user_attrs.get("outcome") not in REUSABLE
+                or t.user_attrs.get(CONFIRMS_ATTR) is not None):      # ran at other lengths
             continue
         if set(t.params) == set(params) and _key(t.params, shown) == key:
             return t

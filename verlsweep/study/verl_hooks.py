@@ -17,23 +17,34 @@ What only Hydra has (composing a job's config) comes in as callables (`Hydra`), 
 """
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import optuna
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
+from optuna.trial import FrozenTrial
 
 from verlsweep.command.overrides import format_value
 from verlsweep.common.errors import Problem
 from verlsweep.common.labels import not_launched, path_safe, trial_label
-from verlsweep.common.names import PROVEN_FIT_ATTR, RULED_OUT_ATTR, RULED_OUT_RULE_ATTR, TRACKING_ATTR
+from verlsweep.common.names import (
+    CONFIRM_AT_ATTR,
+    CONFIRMATION_TAG,
+    CONFIRMS_TAG,
+    PROVEN_FIT_ATTR,
+    RULED_OUT_ATTR,
+    RULED_OUT_RULE_ATTR,
+    TRACKING_ATTR,
+)
 from verlsweep.common.result import TrialResult
 from verlsweep.config.study import study_config
 from verlsweep.proofs.evidence import proof
 from verlsweep.proofs.sampler import BoundarySampler
-from verlsweep.study import chain, job_dirs, peer_compat, subsets
+from verlsweep.reconcile import confirmations
+from verlsweep.study import chain, confirm, job_dirs, peer_compat, subsets
 from verlsweep.study import enqueue as _enqueue
 from verlsweep.study import guide as _guide
 from verlsweep.study import outputs as _outputs
@@ -42,9 +53,10 @@ from verlsweep.study import space as _space
 from verlsweep.study.create import default_study_name
 from verlsweep.study.hooks import AppHooks, sampler_config
 from verlsweep.study.session import SweepSession
-from verlsweep.tracking import run_columns, shared_view, sweep_run
+from verlsweep.tracking import run_columns, shared_view, study_runs, sweep_run
 from verlsweep.tracking.sweep_run import Tracking
 
+log = logging.getLogger(__name__)
 OWN_POPULATION = 10     # NSGA-II: a 30-trial verl sweep with Optuna's 50 would be pure random
 
 
@@ -197,6 +209,52 @@ class VerlHooks(AppHooks):
         except Exception as exc:  # noqa: BLE001 - a trial that cannot compose is this trial's outcome
             return TrialResult("config_error", excerpt=f"{type(exc).__name__}: {exc}"), ""
         return None
+
+    def confirmations(self, study: optuna.Study) -> list[FrozenTrial]:
+        """study.long_run.confirm: the finished trials to confirm at the long run's worst case
+        (verlsweep.study.confirm); the confirmations so far tagged in MLflow first."""
+        if self.dry_run:
+            return []
+        self._tag_confirmations(study)
+        return confirm.pick(study, self.settings.long_run.confirm)
+
+    def confirm_overrides(self, confirmed: FrozenTrial, trial: optuna.Trial, overrides: list[str]) -> list[str]:
+        """A few steps with every response at max_response_length and the longest prompts first."""
+        long = self.settings.long_run
+        lengths = [OmegaConf.select(self.config, f"verl.data.max_{k}_length", default=None)
+                   for k in ("prompt", "response")]
+        trial.set_user_attr(CONFIRM_AT_ATTR, lengths)
+        sorted_copy = None
+        src = OmegaConf.select(self.config, "verl.data.train_files", default=None)
+        src = src[0] if isinstance(src, (list, ListConfig)) and len(src) == 1 else src
+        sub = job_dirs.subdir_of(overrides)
+        if isinstance(src, str) and sub and Path(src).expanduser().is_file():
+            dst = self.sweep_dir / sub / confirm.LONGEST_FIRST
+            key = str(OmegaConf.select(self.config, "verl.data.prompt_key", default="prompt") or "prompt")
+            if confirm.longest_first(Path(src).expanduser(), dst, key) is not None:
+                sorted_copy = dst.resolve()
+        return [f"trial.steps={long.confirm_steps}", *confirm.worst_case_overrides(sorted_copy)]
+
+    def _tag_confirmations(self, study: optuna.Study) -> None:
+        """Each confirmation's run names the trial it confirms; the confirmed trial's run says how it went."""
+        if self._tracking is None:
+            return
+        trials = study.get_trials(deepcopy=False)
+        runs = {t.number: t.user_attrs.get("run_id") for t in trials}
+        done = confirmations.of_study(trials)
+        best = _outputs.best_trials(study)
+        if best and best[0].number not in done and runs.get(best[0].number):   # the best so far, unconfirmed
+            study_runs.set_tags(self._tracking.client, str(runs[best[0].number]),
+                                {CONFIRMATION_TAG: confirmations.NOT_CONFIRMED})
+        for number, found in done.items():
+            try:
+                mine, theirs = runs.get(found.trial), runs.get(number)
+                if mine:
+                    study_runs.set_tags(self._tracking.client, str(mine), {CONFIRMS_TAG: str(number)})
+                if theirs:
+                    study_runs.set_tags(self._tracking.client, str(theirs), {CONFIRMATION_TAG: found.sentence()})
+            except Exception as exc:  # noqa: BLE001 - tracking must not end the sweep
+                log.warning("verlsweep: could not tag the confirmation of trial %d: %s", number, exc)
 
     def _launch(self, overrides: list[str]) -> str:
         """best_launch.sh: the trial's overrides with the long run's."""

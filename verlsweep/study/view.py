@@ -9,8 +9,9 @@ from typing import Any
 import optuna
 from omegaconf import DictConfig
 
-from verlsweep.reconcile import budget
+from verlsweep.reconcile import budget, confirmations
 from verlsweep.reconcile.check import job_label
+from verlsweep.reconcile.trials_csv import reportable
 from verlsweep.study import outputs
 from verlsweep.study.progress import Progress
 from verlsweep.tracking import sweep_run
@@ -33,8 +34,11 @@ class SweepView:
 
     def after_batch(self, study: optuna.Study, n_trials: int, final: bool = False) -> list[Path]:
         """The status line (not at the end: the summary follows), the report, the parent run's update."""
-        # what counts towards n_trials: a trial stopped in flight is not, its re-run is
-        trials = budget.budget_trials(study.get_trials(deepcopy=False))
+        # what counts towards n_trials: not a trial stopped in flight (its re-run is), not a long-run
+        # confirmation (shown as `+N long-run`)
+        every = study.get_trials(deepcopy=False)
+        long_run = confirmations.of_study(reportable(every))
+        trials = budget.budget_trials(every)
         finished = [t for t in trials if t.state.is_finished()]
         counts: dict[str, int] = {}
         for t in finished:
@@ -42,7 +46,7 @@ class SweepView:
         best = outputs.best_trials(study)
         if not final:
             self.progress.status(study, len(finished), best[0] if best else None, counts,
-                                 budget.remaining(study, n_trials))
+                                 budget.remaining(study, n_trials), long_run=long_run)
         # drawing costs seconds: with trials faster than that (runner=estimate) skip some batches, so
         # redrawing takes at most REPORT_SHARE of the sweep's time; the last one always draws. After the
         # batch that completes the study the loop ends and that final draw follows at once: one is enough.

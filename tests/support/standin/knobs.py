@@ -44,6 +44,7 @@ class Knobs:
     startup_seconds: float = -1.0  # negative: mode default (5 s for slow_start, else 0)
     throughput: float = 1000.0
     peak_memory_gb: float = 24.0
+    length_gib: float = 0.0  # what a batch at maximum lengths adds to the trainer peak (lengths.py)
     seed: int = 0
     device_memory_gib: float = 60.96
     model_weights_gib: float = 16.0

@@ -8,6 +8,7 @@ import random
 from typing import Any
 
 from tests.support.standin.knobs import Knobs
+from tests.support.standin.lengths import DataOrder, response_fraction, trainer_peak
 
 
 def _sel(cfg: Any, key: str, default: Any) -> Any:
@@ -42,6 +43,8 @@ class RunShape:
     free_cache_engine: bool
     val_before_train: bool
     test_freq: int
+    ignore_eos: bool = False
+    data: DataOrder = DataOrder(None, "prompt", True)
 
     @classmethod
     def from_config(cls, cfg: Any, knobs: Knobs) -> RunShape:
@@ -76,6 +79,8 @@ class RunShape:
             free_cache_engine=bool(_sel(cfg, "actor_rollout_ref.rollout.free_cache_engine", True)),
             val_before_train=bool(_sel(cfg, "trainer.val_before_train", True)),
             test_freq=int(_sel(cfg, "trainer.test_freq", -1)),
+            ignore_eos=bool(_sel(cfg, "actor_rollout_ref.rollout.ignore_eos", False)),
+            data=DataOrder.from_config(cfg),
         )
 
 
@@ -103,6 +108,12 @@ class MemoryModel:
         need = peak + driver_reserved + (0.0 if shape.free_cache_engine else request)
         return cls(capacity, peak, resident, free, request, kv, need)
 
+    def step_need(self, shape: RunShape, knobs: Knobs, step: int) -> float:
+        """What training needs at `step`, its lengths' growth included (lengths.py)."""
+        prompt, response = step_lengths(shape, knobs, step)
+        grown = trainer_peak(self.train_peak, knobs, prompt, response, shape.max_prompt, shape.max_response)
+        return self.train_need - self.train_peak + grown
+
     def verdict(self) -> str:
         if self.rollout_request > self.free_at_rollout_start:
             return "vllm_startup_oom"
@@ -116,6 +127,16 @@ class MemoryModel:
 def _noise(seed: int, step: int, salt: str) -> float:
     """Deterministic value in [-1, 1] (string seeds hash with SHA-512, independent of PYTHONHASHSEED)."""
     return random.Random(f"{seed}:{step}:{salt}").uniform(-1.0, 1.0)
+
+
+def step_lengths(shape: RunShape, knobs: Knobs, step: int) -> tuple[float, float]:
+    """The step's mean prompt and response lengths (tokens), noise included (lengths.py)."""
+    prompt = (shape.max_prompt * shape.data.prompt_fraction(step, shape.batch)
+              * (1.0 + 0.02 * _noise(knobs.seed, step, "plen")))
+    response = shape.max_response * response_fraction(step, shape.ignore_eos)
+    if not shape.ignore_eos:
+        response *= 1.0 + 0.04 * _noise(knobs.seed, step, "rlen")
+    return min(prompt, float(shape.max_prompt)), response
 
 
 def throughput_per_device(shape: RunShape, knobs: Knobs, step: int) -> float:
@@ -135,13 +156,13 @@ def step_metrics(shape: RunShape, knobs: Knobs, step: int, np: Any) -> dict[str,
     actor_num = (lambda v: np.float64(v)) if legacy else float  # legacy reduce_metrics -> numpy scalars
     epoch = (step - 1) // shape.steps_per_epoch
     n_seq = shape.batch * shape.n
-    prompt_mean = 0.45 * shape.max_prompt * (1.0 + 0.02 * rnd("plen"))
-    resp_mean = shape.max_response * min(0.95, 0.45 + 0.01 * step) * (1.0 + 0.04 * rnd("rlen"))
+    prompt_mean, resp_mean = step_lengths(shape, knobs, step)
     total_tokens = int(n_seq * (prompt_mean + resp_mean))
     tput = throughput_per_device(shape, knobs, step)
     t_step = total_tokens / (tput * max(1, shape.n_gpus))
     mem = MemoryModel.build(shape, knobs)
-    alloc = mem.train_peak * (1.0 + 0.01 * rnd("mem"))
+    grown = trainer_peak(mem.train_peak, knobs, prompt_mean, resp_mean, shape.max_prompt, shape.max_response)
+    alloc = grown * (1.0 + 0.01 * rnd("mem"))
     score = 0.2 + 0.5 * (1.0 - math.exp(-step / 15.0)) + 0.02 * rnd("score")
 
     timing: dict[str, float] = {"gen": 0.55 * t_step, "old_log_prob": 0.07 * t_step}
@@ -193,8 +214,8 @@ def step_metrics(shape: RunShape, knobs: Knobs, step: int, np: Any) -> dict[str,
     m["critic/returns/min"] = 0.0
     m["response_length/mean"] = resp_mean
     m["response_length/max"] = float(shape.max_response)
-    m["response_length/min"] = float(max(1, int(resp_mean * 0.1)))
-    m["response_length/clip_ratio"] = max(0.0, 0.02 + 0.01 * rnd("clipr"))
+    m["response_length/min"] = float(shape.max_response if shape.ignore_eos else max(1, int(resp_mean * 0.1)))
+    m["response_length/clip_ratio"] = 1.0 if shape.ignore_eos else max(0.0, 0.02 + 0.01 * rnd("clipr"))
     m["response_length_non_aborted/mean"] = resp_mean
     m["response/aborted_ratio"] = 0.0
     m["prompt_length/mean"] = prompt_mean

@@ -198,8 +198,11 @@ class StandinRun(TrackingMixin, FailureMixin):
         last_val: dict[str, Any] | None = None
         for step in range(1, shape.total_steps + 1):
             time.sleep(max(0.0, k.step_seconds))
-            if mode in STEP_MODES and step == k.fail_at_step:
-                error = self.fail_in_step(mode, at_init=False)
+            # auto: the lengths grow with the step (lengths.py); the first step whose peak does not fit OOMs
+            grown_oom = (self.knobs.mode == "auto" and mode == "ok"
+                         and MemoryModel.build(shape, k).step_need(shape, k, step) > k.device_memory_gib)
+            if (mode in STEP_MODES and step == k.fail_at_step) or grown_oom:
+                error = self.fail_in_step("oom" if grown_oom else mode, at_init=False)
                 if error is not None:
                     self.finish(exit_code=1)
                     return error

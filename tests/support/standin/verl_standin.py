@@ -85,6 +85,9 @@ startup_seconds        0 (5 for    real seconds slept while "loading models" (be
                        slow_start)
 throughput             1000        base tokens/s/device of the throughput model
 peak_memory_gb         24          actor peak memory before offload factors
+length_gib             0           what a batch at maximum lengths adds to the trainer peak; ``auto`` OOMs
+                                   at the first step that no longer fits (lengths.py: responses grow with
+                                   the step, ``ignore_eos`` and ``data.shuffle=False`` honoured)
 seed                   0           seed of the deterministic per-step noise
 device_memory_gib      60.96       device capacity (torch_npu's "total capacity" of a 64 GB Ascend 910B)
 model_weights_gib      16          rollout weights (split by TP) for ``auto``'s KV-cache check

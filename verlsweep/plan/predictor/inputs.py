@@ -178,6 +178,7 @@ def inputs_of(hardware: Hardware, model: ModelConfig, plan: PlanConfig, v: VerlV
     shapes = _shapes(model)
     prompt_len, response_len = int(v.get("data.max_prompt_length")), int(v.get("data.max_response_length"))
     actor = _actor(v, shapes, hardware.world, strategy)
+    worst_case = bool(v.get("actor_rollout_ref.rollout.ignore_eos")) and not v.get("data.shuffle")
     return PlanInputs(
         hardware=hardware, model=shapes, rollout=_rollout(v, shapes, prompt_len, response_len), actor=actor,
         ref=_ref(v, actor, hardware.world), critic=_critic(v, shapes, actor, hardware.world),
@@ -185,8 +186,13 @@ def inputs_of(hardware: Hardware, model: ModelConfig, plan: PlanConfig, v: VerlV
         train_batch_size=int(v.get("data.train_batch_size")),
         mini_batch_size=int(v.get(f"{_ACTOR}.ppo_mini_batch_size")),
         max_prompt_length=prompt_len, max_response_length=response_len,
-        prompt_tokens=float(plan.prompt_tokens) if plan.prompt_tokens else None,
-        response_tokens=float(plan.response_tokens) if plan.response_tokens else None,
+        # the long-run confirmation's worst case (verlsweep.study.confirm): ignore_eos runs every response
+        # to max_response_length (vLLM's sampling params, verl/workers/rollout/vllm_rollout/
+        # vllm_async_server.py), and with data.shuffle=false the sorted file's longest prompts come first
+        prompt_tokens=(float(prompt_len) if worst_case else float(plan.prompt_tokens) if plan.prompt_tokens
+                       else None),
+        response_tokens=(float(response_len) if v.get("actor_rollout_ref.rollout.ignore_eos")
+                         else float(plan.response_tokens) if plan.response_tokens else None),
         hccl_buffsize_mb=_hccl_buffsize_mb(env, hardware), margin_gb=float(plan.margin_gb),
         legacy_trainer=not bool(v.get("trainer.use_v1")),
         trainer=_trainer(plan.trainer), trace_limit_s=float(plan.trace_limit_s),

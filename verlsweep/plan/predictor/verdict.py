@@ -54,6 +54,7 @@ class Verdict:
     checks: dict[str, Check] = field(default_factory=dict, repr=False)
     trainer: str = "analytic"         # where the trainer's activation terms come from (traced_terms.source)
     trainer_error: float = 0.0        # the trainer terms' relative error (band.trainer_error)
+    worst_trainer_peak_gb: float = 0.0  # actor/perf/max_memory_allocated_gb with every sequence at its max
 
     @property
     def feasible(self) -> bool:
@@ -93,7 +94,8 @@ class Verdict:
                "plan/trainer_peak_gb": self.trainer_peak_gb, "plan/host_gb": self.host_gb,
                "plan/feasible": float(self.feasible), EDGE_PROBE_METRIC: float(self.edge_probe),
                "plan/trainer_peak_gb_low": self.trainer_peak_band_gb[0],
-               "plan/trainer_peak_gb_high": self.trainer_peak_band_gb[1]}
+               "plan/trainer_peak_gb_high": self.trainer_peak_band_gb[1],
+               "plan/worst_trainer_peak_gb": self.worst_trainer_peak_gb, "plan/capacity_gb": self.capacity_gb}
         out.update({f"{PHASE_PEAK_PREFIX}{k}": v for k, v in self.phases.items()})
         out.update(predicted_metrics(self.time_s))      # the step's predicted split, plan/time_s/<phase>
         return out
@@ -126,6 +128,7 @@ def predict(inp: PlanInputs, cal: Calibration) -> Verdict:
         kv_tokens=worst.kv_tokens, concurrency=concurrency(inp, worst.kv_tokens, lengths),
         world=inp.hardware.world, prompt_tokens=lengths.prompt, response_tokens=lengths.response,
         checks=worst.checks, trainer=trainer, trainer_error=band.trainer_error(trainer),
+        worst_trainer_peak_gb=worst.trainer_peak_gb,
     )
 
 

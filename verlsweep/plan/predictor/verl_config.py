@@ -13,6 +13,8 @@ VERL_DEFAULTS: dict[str, Any] = {
     "data.train_batch_size": 1024,
     "data.max_prompt_length": 512,
     "data.max_response_length": 512,
+    "actor_rollout_ref.rollout.ignore_eos": False,
+    "data.shuffle": True,
     "algorithm.adv_estimator": "gae",
     "algorithm.use_kl_in_reward": False,
     "critic.enable": None,

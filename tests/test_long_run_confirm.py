@@ -1,0 +1,123 @@
+"""The long-run confirmation stage's decisions, on in-memory studies: which trials it confirms and in
+which order, what a confirmation proves and counts for, the worst case predicted per trial, and the
+train file sorted longest prompt first."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+import pyarrow as pa
+import pyarrow.parquet as pq
+from optuna.distributions import FloatDistribution
+from optuna.trial import TrialState, create_trial
+
+from verlsweep.common.names import CONFIRMS_ATTR, PREDICTED_ATTR
+from verlsweep.proofs.evidence import observed
+from verlsweep.proofs.rules import OFFLOADS, TP, UTIL
+from verlsweep.reconcile import budget, confirmations
+from verlsweep.study import confirm
+from verlsweep.study.outputs import best_trials
+
+DIST = {"x": FloatDistribution(0.0, 1.0)}
+
+
+def _study(values: list[float], predicted: dict[int, dict] | None = None) -> optuna.Study:
+    study = optuna.create_study(direction="maximize")
+    for i, v in enumerate(values):
+        attrs = {"outcome": "completed", "peak_memory_gb": 30.0, PREDICTED_ATTR: (predicted or {}).get(i, {})}
+        study.add_trial(create_trial(params={"x": i / 10}, distributions=DIST, values=[v], user_attrs=attrs))
+    return study
+
+
+def _confirmation(study: optuna.Study, of: int, outcome: str) -> None:
+    state = TrialState.COMPLETE
+    attrs = {CONFIRMS_ATTR: of, "outcome": outcome, "peak_memory_gb": 50.0 if outcome == "completed" else None}
+    study.add_trial(create_trial(params={"x": of / 10}, distributions=DIST, state=state,
+                                 values=[999.0] if outcome == "completed" else [0.0], user_attrs=attrs))
+
+
+def test_the_top_k_are_confirmed_then_none_once_one_passed():
+    study = _study([300, 500, 400, 100])
+    assert [t.number for t in confirm.pick(study, 2)] == [1, 2]
+    _confirmation(study, 1, "completed")
+    _confirmation(study, 2, "oom")
+    assert confirm.pick(study, 2) == []
+    assert confirm.pick(study, 0) == []
+
+
+def test_while_every_confirmed_config_failed_the_next_best_is_confirmed_and_becomes_the_best():
+    study = _study([300, 500, 400, 100])
+    _confirmation(study, 1, "oom")
+    _confirmation(study, 2, "oom")
+    assert [t.number for t in confirm.pick(study, 2)] == [0]
+    # a config that failed its confirmation is never the best, and no confirmation is one
+    assert best_trials(study)[0].number == 0
+    _confirmation(study, 0, "completed")
+    assert confirm.pick(study, 2) == []
+    assert best_trials(study)[0].number == 0
+
+
+def test_a_trial_whose_predicted_worst_case_does_not_fit_is_a_risk_and_confirmed_first(caplog):
+    risky = {"plan/trainer_peak_gb": 30.0, "plan/worst_trainer_peak_gb": 50.0, "plan/capacity_gb": 60.0,
+             "plan/peak_gb/actor_update": 58.0}
+    safe = {**risky, "plan/worst_trainer_peak_gb": 35.0, "plan/peak_gb/actor_update": 45.0}
+    study = _study([500, 400], predicted={0: safe, 1: {**risky}})
+    trials = study.get_trials()
+    # measured 30 = predicted 30: the worst case is the planner's; the risky one's training phase at max
+    # lengths needs 58 GiB, within 60; scaled by a measured peak 10% over the prediction it does not fit
+    assert confirmations.worst_case(trials[1]).fits
+    study.add_trial(create_trial(params={"x": 0.5}, distributions=DIST, values=[450.0], user_attrs={
+        "outcome": "completed", "peak_memory_gb": 33.0, PREDICTED_ATTR: risky}))
+    worst = confirmations.worst_case(study.get_trials()[2])
+    assert round(worst.peak_gb, 2) == 55.0 and round(worst.device_gb, 2) == 63.0 and not worst.fits
+    assert [t.number for t in confirm.pick(study, 2)] == [2, 0]        # the risk first, then the best
+    assert "trial 2 is a risk: its predicted worst case at the maximum lengths is 63.0 of 60.00 GiB" in caplog.text
+
+
+def test_a_confirmation_counts_for_no_budget_slot_and_proves_nothing_about_ordinary_trials():
+    study = optuna.create_study()
+
+    dists = {UTIL: FloatDistribution(0.3, 0.95), TP: FloatDistribution(1, 8),
+             **{k: FloatDistribution(0, 1) for k in OFFLOADS}}
+    study.add_trial(create_trial(params={UTIL: 0.9, TP: 2, **{k: 0 for k in OFFLOADS}}, distributions=dists,
+                                 values=[1.0], user_attrs={"outcome": "completed"}))
+    study.add_trial(create_trial(params={UTIL: 0.9, TP: 2, **{k: 0 for k in OFFLOADS}}, distributions=dists,
+                                 values=[0.0], user_attrs={"outcome": "oom", "failure_phase": "training",
+                                                           CONFIRMS_ATTR: 0}))
+    trials = study.get_trials()
+    assert [t.number for t in budget.budget_trials(trials)] == [0]
+    assert budget.remaining(study, 1) == 0
+    assert observed(trials[1]) is None and observed(trials[0]) is not None
+
+
+def test_the_sentence_names_the_lengths_the_trial_and_the_peak_of_the_capacity():
+    study = _study([500])
+    study.add_trial(create_trial(params={"x": 0.0}, distributions=DIST, values=[1.0], user_attrs={
+        CONFIRMS_ATTR: 0, "outcome": "completed", "peak_memory_gb": 41.23, "verlsweep.confirm_at": [1024, 2048],
+        PREDICTED_ATTR: {"plan/capacity_gb": 60.96}}))
+    found = confirmations.of_study(study.get_trials())
+    assert found[0].sentence() == "confirmed at prompt 1024 / response 2048 by trial 1: peak 41.2 of 60.96 GiB"
+    assert confirmations.label(0, found) == confirmations.CONFIRMED
+
+
+def test_an_interrupted_confirmation_is_run_again():
+    study = _study([500])
+    study.add_trial(create_trial(params={"x": 0.0}, distributions=DIST, state=TrialState.FAIL,
+                                 user_attrs={CONFIRMS_ATTR: 0, "outcome": "interrupted"}))
+    assert [t.number for t in confirm.pick(study, 1)] == [0]
+
+
+def test_the_train_file_is_copied_longest_prompt_first(tmp_path: Path):
+    rows = [{"prompt": [{"role": "user", "content": "x" * n}], "i": n} for n in (5, 50, 20)]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "train.parquet")
+    longest = confirm.longest_first(tmp_path / "train.parquet", tmp_path / "out" / "sorted.parquet", "prompt")
+    assert longest == 50
+    assert pq.read_table(tmp_path / "out" / "sorted.parquet").column("i").to_pylist() == [50, 20, 5]
+    assert confirm.longest_first(tmp_path / "missing.parquet", tmp_path / "x.parquet", "prompt") is None
+
+
+def test_a_new_confirmation_trial_has_the_confirmed_params_and_is_not_an_ordinary_trial():
+    study = _study([500, 400])
+    trial = confirm.new_trial(study, study.get_trials()[1])
+    assert trial.params == {"x": 0.1} and trial.user_attrs[CONFIRMS_ATTR] == 1
+    assert confirmations.ordinary(study.get_trials()) == study.get_trials()[:2]
