@@ -19,7 +19,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from verlsweep import study_link
-from verlsweep.command import knobs
+from verlsweep.command import knobs, recipe_config
 from verlsweep.command.compose import Command
 from verlsweep.common import crashpoint, slurm
 from verlsweep.common.errors import ConfigError, MissingPath, Problem
@@ -116,6 +116,9 @@ def check_fixed(cfg: DictConfig, varied: Collection[str], dry: bool) -> list[Pro
     config's problems outside the keys the search space varies. When it varies a config group, whose
     options set keys of their own, only the missing paths no varied group or root sets are sure."""
     groups = {g for g in varied if "." not in g}
+    routes = recipe_config.route_problems(cfg, list(varied))   # a swept knob a recipe script cannot take
+    if routes:
+        return routes
     try:
         prepare(cfg, dry=dry, overrides=[])     # a trial's own preparation, less the knobs of its job
     except ConfigError as exc:
@@ -151,6 +154,7 @@ def run(cfg: DictConfig) -> Any:
             dry_run(cfg, settings)
             return None
         prepared = prepare(cfg, settings=settings)
+        recipe_config.log_notes(cfg)              # where the script disagrees with the hardware option
     except ConfigError as exc:
         if not multirun or isinstance(exc, TrackingUnavailable) or cfg.get("dry_run"):
             raise

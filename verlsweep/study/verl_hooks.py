@@ -25,6 +25,7 @@ from typing import Any
 import optuna
 from omegaconf import DictConfig, OmegaConf
 
+from verlsweep.command import recipe_config
 from verlsweep.command.overrides import format_value
 from verlsweep.common.errors import Problem
 from verlsweep.common.labels import not_launched, path_safe, trial_label
@@ -127,7 +128,7 @@ class VerlHooks(AppHooks):
 
     def enqueue(self, study: optuna.Study, space: _space.SearchSpace, sampler: Mapping[str, Any],
                 entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        out = _enqueue.entries(self.config, space, entries, self.settings.enqueue_recipe)
+        out = _enqueue.entries(recipe_config.own_config(self.config), space, entries, self.settings.enqueue_recipe)
         if isinstance(study.sampler, optuna.samplers.GridSampler):       # a grid runs every config anyway
             return out
         guide = self.settings.guide
