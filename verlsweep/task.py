@@ -273,7 +273,8 @@ def _trial_env(out: Path, tracked: TrialRun | None) -> dict[str, str]:
 
 def _write_command(trial: Command, out: Path) -> list[Path]:
     """command.json / command.sh of the launched trial, credentials redacted (they become artifacts)."""
-    shown = Command(argv=trial.argv, env=redact_env(trial.env), entrypoint_len=trial.entrypoint_len)
+    script = {**trial.script, "env": redact_env(trial.script["env"])} if trial.script is not None else None
+    shown = Command(argv=trial.argv, env=redact_env(trial.env), entrypoint_len=trial.entrypoint_len, script=script)
     sh = out / COMMAND_SH
     sh.write_text("#!/usr/bin/env bash\n" + shown.to_bash())
     return [shown.write(out), sh]

@@ -58,8 +58,9 @@ def apply(cfg: DictConfig, overrides: Sequence[str]) -> None:
     asked = [k.removeprefix("verl.") for k in override_keys(list(overrides)) if k.startswith("verl.")]
     always = [str(k) for k in cfg.runner.get("always") or []]
     values = {k: _composed(cfg, k) for k in dict.fromkeys([*asked, *always])}
-    # a value the script already passes needs no route
-    values = {k: v for k, v in values.items() if not _same(base.values.get(k), v)}
+    # a measurement key the script already says needs no route; a knob is always set, so that the
+    # command says it (and best_launch.sh hands it on) even where it equals the script's own value
+    values = {k: v for k, v in values.items() if k in asked or not _same(base.values.get(k), v)}
     plus = _plus_rule(values, base)
     env, args, missing = routes.launch(values, plus)
     refused = [k for k in missing if k in asked]
