@@ -9,6 +9,8 @@ import json
 import os
 from pathlib import Path
 
+from mlflow.tracking import MlflowClient
+
 from tests.support.recipes import RECIPES, standin_bin
 from tests.support.trial_helpers import copy_store, new_mark, run_sweep, survivors
 from verlsweep.command.recipe_capture import capture, sha256
@@ -55,4 +57,10 @@ def test_a_remax_form_script_sweeps_util_tp_offload_with_its_own_batch_and_lengt
     assert "export ROLLOUT_GPU_MEM_UTIL=${ROLLOUT_GPU_MEM_UTIL:-" in best and "export ROLLOUT_TP=${ROLLOUT_TP:-" in best
     assert f"sha256 {sha256(REMAX)}" in best
     assert "study smoke.a2_64g.remax_ascend-" in best        # the study is named by the script and its config
+    client = MlflowClient(uri)
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    (parent,) = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    assert parent.data.tags["recipe.sha256"] == sha256(REMAX) and parent.data.tags["sweep.algorithm"] == "remax"
+    assert parent.data.params["data.train_batch_size"] == "128"       # the script's own values, not a group's
+    assert all(r.data.tags["recipe.script"] == str(REMAX) for r in runs)
     assert survivors(mark) == []
