@@ -64,3 +64,15 @@ def test_a_remax_form_script_sweeps_util_tp_offload_with_its_own_batch_and_lengt
     assert parent.data.params["data.train_batch_size"] == "128"       # the script's own values, not a group's
     assert all(r.data.tags["recipe.script"] == str(REMAX) for r in runs)
     assert survivors(mark) == []
+
+
+def test_a_sweep_of_a_knob_the_script_cannot_take_is_refused_before_the_study(empty_mlflow_db, tmp_path):
+    uri = copy_store(empty_mlflow_db, tmp_path)
+    script = RECIPES / "tp_from_env_no_args.sh"       # TP from its environment, no "$@"
+    proc = run_sweep(tmp_path, [f"recipe={script}", "hardware=a2_64g", "space=smoke",
+                                f"paths.output_root={tmp_path / 'out'}", f"tracking.uri={uri}"],
+                     new_mark(), multirun=True)
+    assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert f"verl.{UTIL}" in proc.stderr and script.name in proc.stderr and '"$@"' in proc.stderr
+    assert "no study or trial started" in proc.stderr
+    assert not list((tmp_path / "out").rglob("trial.log"))

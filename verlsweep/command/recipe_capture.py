@@ -85,13 +85,15 @@ def capture(script: Path, env: Mapping[str, str] | None = None, args: Sequence[s
             cwd: str | None = None) -> Launch:
     """The verl launch of `bash script args` with `env` added to this process's environment."""
     digest = sha256(script)
-    return _capture(script, digest, tuple(sorted((env or {}).items())), tuple(args), cwd or os.getcwd())
+    # keyed by the whole environment the script sees: it reads its defaults from there
+    given = tuple(sorted({**os.environ, **(env or {})}.items()))
+    return _capture(script, digest, given, tuple(args), cwd or os.getcwd())
 
 
 @functools.lru_cache(maxsize=256)
 def _capture(script: Path, digest: str, env_items: tuple[tuple[str, str], ...], args: tuple[str, ...],
              cwd: str) -> Launch:
-    given = {**os.environ, **dict(env_items)}
+    given = dict(env_items)
     with tempfile.TemporaryDirectory(prefix="verlsweep-capture-") as tmp:
         shim_dir = Path(tmp) / "bin"
         shim_dir.mkdir()

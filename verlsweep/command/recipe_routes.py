@@ -11,6 +11,7 @@ runner.env_map (an optional override) names variables the capture cannot find.
 from __future__ import annotations
 
 import functools
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -79,13 +80,14 @@ def candidates(text: str) -> list[str]:
 
 def find_routes(script: Path, env_map: Mapping[str, str] | None = None, cwd: str | None = None) -> Routes:
     """The routes of `script` (captured; cached by its content), `env_map` (variable -> key) added."""
-    found = _find(script, sha256(script), cwd)
+    found = _find(script, sha256(script), cwd, tuple(sorted(os.environ.items())))
     env = {**found.env, **{key: var for var, key in (env_map or {}).items()}}
     return Routes(script=script, env=env, forwards_args=found.forwards_args, moved_by=found.moved_by)
 
 
 @functools.lru_cache(maxsize=32)
-def _find(script: Path, digest: str, cwd: str | None) -> Routes:
+def _find(script: Path, digest: str, cwd: str | None, environ: tuple[tuple[str, str], ...]) -> Routes:
+    """(digest, environ: the cache's key: the script's text and the defaults it reads)"""
     base = capture(script, cwd=cwd).values
     env: dict[str, str] = {}
     moved: dict[str, tuple[str, ...]] = {}
