@@ -55,7 +55,7 @@ def test_a_remax_form_script_sweeps_util_tp_offload_with_its_own_batch_and_lengt
     # the user's script with the best knobs: util and TP through the variables it reads, offload through "$@"
     assert f"bash {REMAX} {OFFLOAD}=" in best and best.rstrip().endswith('"$@"')
     assert "export ROLLOUT_GPU_MEM_UTIL=${ROLLOUT_GPU_MEM_UTIL:-" in best and "export ROLLOUT_TP=${ROLLOUT_TP:-" in best
-    assert f"sha256 {sha256(REMAX)}" in best
+    assert f"sha256 {sha256(REMAX)}" in best and "checkpoints and resume are the recipe script's own" in best
     assert "study smoke.a2_64g.remax_ascend-" in best        # the study is named by the script and its config
     client = MlflowClient(uri)
     runs = client.search_runs([e.experiment_id for e in client.search_experiments()])

@@ -74,7 +74,7 @@ def apply(cfg: DictConfig, overrides: Sequence[str]) -> None:
     notes = [f"the script keeps {k}={base.values.get(k, '(verl default)')}: it takes it neither from an "
              "environment variable nor from \"$@\"" for k in missing]
     notes += hardware_notes(cfg, launch)
-    notes += [f"skipped, not run before the launch: {call} (the script's own step: run it yourself)"
+    notes += [f"not run when the script was captured: {call} (each trial runs it, as the script does)"
               for call in launch.skipped]
     with open_dict(cfg):
         cfg.verl = OmegaConf.create(nested({**verl_defaults(), **parse_overrides(launch.overrides)}))
