@@ -72,6 +72,35 @@ def test_the_recorded_command_launches_what_was_planned_and_nothing_else_changed
     assert json.loads(json.dumps(recorded.to_json()))["script"]["path"] == str(REMAX.resolve())
 
 
+# each form's own routes for util, TP and offload: env vars it reads, else "$@" (quoted or not)
+ROUTES = {
+    "remax_ascend": ({"ROLLOUT_GPU_MEM_UTIL": "0.8", "ROLLOUT_TP": "4"}, [f"{OFFLOAD}=False"]),
+    "grpo_arrays": ({"UTIL": "0.8", "ROLLOUT_TP": "4"}, [f"{OFFLOAD}=False"]),
+    "gsm8k_preprocess_then_train": ({}, [f"{UTIL}=0.8", f"{TP}=4", f"{OFFLOAD}=False"]),
+}
+
+
+@pytest.mark.parametrize("form", sorted(ROUTES))
+def test_swept_knobs_reach_verl_by_the_script_s_own_route_and_nothing_else_changes(form):
+    script = (RECIPES / f"{form}.sh").resolve()
+    trial = prepared(script, f"verl.{UTIL}=0.8", f"verl.{TP}=4", f"verl.{OFFLOAD}=false")
+    env, args = ROUTES[form]
+    assert trial.command.script["env"] == env and trial.command.script["args"][:len(args)] == args
+    again = capture(script, env=trial.command.script["env"], args=trial.command.script["args"])
+    assert list(again.overrides) == trial.command.overrides          # the record is what the script launches
+    after, before = again.values, capture(script).values
+    assert (after[UTIL], after[TP], after[OFFLOAD]) == ("0.8", "4", "False")
+    assert {k for k, v in after.items() if v != before.get(k)} <= {UTIL, TP, OFFLOAD} | ALWAYS
+    assert set(before) <= set(after)                               # nothing of the script's is dropped
+
+
+def test_a_local_model_dir_is_planned_from_its_config_json(tmp_path):
+    (tmp_path / "MyLM").mkdir()
+    (tmp_path / "MyLM" / "config.json").write_text(json.dumps({"model_type": "qwen3", "hidden_size": 64}))
+    node = recipe_config.model_node(str(tmp_path / "MyLM"))
+    assert node["name"] == "MyLM" and node["config"]["hidden_size"] == 64 and node["path"] == str(tmp_path / "MyLM")
+
+
 def test_a_swept_knob_a_script_takes_neither_way_is_refused_naming_it():
     cfg = compose_config(["runner=script", f"runner.script={NO_ARGS}"])
     problems = recipe_config.route_problems(cfg, [f"verl.{UTIL}", f"verl.{TP}"])
