@@ -112,7 +112,9 @@ def test_a_swept_knob_a_script_takes_neither_way_is_refused_naming_it():
 
 
 def test_a_hub_id_is_planned_as_the_known_model_and_an_unknown_model_is_said(tmp_path):
-    assert prepared(RECIPES / "grpo_arrays.sh").config.model.name == "qwen3_8b"
+    hub = prepared(RECIPES / "grpo_arrays.sh")
+    assert hub.config.model.name == "qwen3_8b"
+    assert not any("Qwen/Qwen3-8B" in w for w in hub.command.warnings)      # verl fetches a hub id itself
     odd = tmp_path / "odd.sh"
     odd.write_text(REMAX.read_text().replace("$HOME/models/Qwen3-8B", "someone/MysteryLM-3B"))
     trial = prepared(odd)

@@ -1,11 +1,15 @@
 """The files a trial reads: model dirs and parquet files (an error in a real run, a warning in a dry run)."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
 from verlsweep.common.errors import MissingPath
+
+
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")     # <org>/<name>, as huggingface_hub validates repo ids
 
 
 def _get(cfg: DictConfig, key: str) -> object:
@@ -22,6 +26,8 @@ def check_paths(cfg: DictConfig) -> list[MissingPath]:
         path = _get(cfg, key)
         if key.startswith("verl.critic") and not _get(cfg, "verl.critic.enable"):
             continue
+        if path and "recipe" in cfg and HUB_ID.fullmatch(str(path)) and not Path(str(path)).exists():
+            continue        # a recipe script's hub id (Qwen/Qwen3-8B): verl's loaders fetch it from the hub
         if path and not Path(str(path)).expanduser().is_dir():
             shown = "model.path" if str(path) == str(_get(cfg, "model.path")) else key
             problems.append(MissingPath(shown, path, "set VERLSWEEP_MODEL_ROOT or paths.model_root",
