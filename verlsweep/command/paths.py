@@ -8,7 +8,6 @@ from omegaconf import DictConfig, OmegaConf
 
 from verlsweep.common.errors import MissingPath
 
-
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")     # <org>/<name>, as huggingface_hub validates repo ids
 
 
