@@ -77,6 +77,7 @@ ROUTES = {
     "remax_ascend": ({"ROLLOUT_GPU_MEM_UTIL": "0.8", "ROLLOUT_TP": "4"}, [f"{OFFLOAD}=False"]),
     "grpo_arrays": ({"UTIL": "0.8", "ROLLOUT_TP": "4"}, [f"{OFFLOAD}=False"]),
     "gsm8k_preprocess_then_train": ({}, [f"{UTIL}=0.8", f"{TP}=4", f"{OFFLOAD}=False"]),
+    "gspo_nightly_tee": ({"MEM": "0.8", "TP": "4", "STEPS": "5"}, [f"{OFFLOAD}=False"]),  # its own length var
 }
 
 
