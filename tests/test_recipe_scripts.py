@@ -160,3 +160,14 @@ def test_best_launch_calls_the_script_with_the_best_knobs_only():
     assert "export ROLLOUT_GPU_MEM_UTIL=${ROLLOUT_GPU_MEM_UTIL:-0.8}" in body
     assert f'bash {REMAX.resolve()} {OFFLOAD}=False "$@"' in body
     assert "total_training_steps" not in body                 # the long run's length is the script's
+
+
+def test_runner_env_map_names_a_variable_only_a_sourced_file_reads(tmp_path):
+    (tmp_path / "vars.sh").write_text(f'ROLLOUT_ARGS="{UTIL}=${{GPU_UTIL:-0.5}}"\n')
+    script = tmp_path / "run.sh"
+    script.write_text('source "$(dirname "$0")/vars.sh"\n'
+                      f"python3 -m verl.trainer.main_ppo actor_rollout_ref.model.path=Qwen/Qwen3-8B $ROLLOUT_ARGS\n")
+    with pytest.raises(ConfigError, match="neither from an environment variable"):
+        prepared(script, f"verl.{UTIL}=0.8")
+    trial = prepared(script, f"verl.{UTIL}=0.8", f"+runner.env_map.GPU_UTIL={UTIL}")
+    assert trial.command.script["env"] == {"GPU_UTIL": "0.8"} and trial.config.verl[UTIL] == 0.8
