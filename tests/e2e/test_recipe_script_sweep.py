@@ -7,6 +7,8 @@ from __future__ import annotations
 import csv
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 from mlflow.tracking import MlflowClient
@@ -57,6 +59,9 @@ def test_a_remax_form_script_sweeps_util_tp_offload_with_its_own_batch_and_lengt
     assert "export ROLLOUT_GPU_MEM_UTIL=${ROLLOUT_GPU_MEM_UTIL:-" in best and "export ROLLOUT_TP=${ROLLOUT_TP:-" in best
     assert f"sha256 {sha256(REMAX)}" in best and "checkpoints and resume are the recipe script's own" in best
     assert "study smoke.a2_64g.remax_ascend-" in best        # the study is named by the script and its config
+    summary = subprocess.run([sys.executable, "-m", "verlsweep.report", str(sweep_dir)], capture_output=True,
+                             text=True, cwd=tmp_path, check=True).stdout
+    assert f"recipe script {REMAX} (sha256 {sha256(REMAX)})" in summary     # the report names what it swept
     client = MlflowClient(uri)
     runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
     (parent,) = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]

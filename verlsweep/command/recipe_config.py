@@ -26,7 +26,7 @@ import yaml
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from verlsweep.command.knobs import override_keys
-from verlsweep.command.recipe_capture import Launch, capture, script_path
+from verlsweep.command.recipe_capture import Launch, capture, script_path, sha256
 from verlsweep.command.recipe_routes import Routes, find_routes
 from verlsweep.common.errors import ConfigError, Problem
 
@@ -199,6 +199,14 @@ def own_config(cfg: DictConfig) -> DictConfig:
     own = copy.deepcopy(cfg)
     apply(own, [])
     return own
+
+
+def script_identity(cfg: DictConfig) -> dict[str, str] | None:
+    """{path, sha256} of the recipe script `cfg` names; None: no script."""
+    if not is_recipe(cfg):
+        return None
+    script = script_path(OmegaConf.select(cfg, "runner.script", default=None))
+    return {"path": str(script), "sha256": sha256(script)}
 
 
 def study_part(cfg: DictConfig) -> str | None:

@@ -29,7 +29,7 @@ from verlsweep.command import recipe_config
 from verlsweep.command.overrides import format_value
 from verlsweep.common.errors import Problem
 from verlsweep.common.labels import not_launched, path_safe, trial_label
-from verlsweep.common.names import PROVEN_FIT_ATTR, RULED_OUT_ATTR, RULED_OUT_RULE_ATTR, TRACKING_ATTR
+from verlsweep.common.names import PROVEN_FIT_ATTR, RECIPE_ATTR, RULED_OUT_ATTR, RULED_OUT_RULE_ATTR, TRACKING_ATTR
 from verlsweep.common.result import TrialResult
 from verlsweep.config.study import study_config
 from verlsweep.proofs.evidence import proof
@@ -153,6 +153,8 @@ class VerlHooks(AppHooks):
             study.set_user_attr(TRACKING_ATTR, sweep_run.where(self.config, name))
         if not self.dry_run:
             chain.record(study, self._chained_from, parent, self.config)
+            if (recipe := recipe_config.script_identity(self.config)) is not None:
+                study.set_user_attr(RECIPE_ATTR, recipe)      # the report names the script it swept
         # what ties a job to its trial (study_link.reporter_for) and sweep (the MLflow parent)
         self._links = {"trial.study_name": name, **({"trial.storage": url} if url else {}),
                        **({sweep_run.PARENT_RUN_KEY: parent} if parent else {})}
