@@ -11,11 +11,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from mlflow.tracking import MlflowClient
 
 from tests.support.recipes import RECIPES, standin_bin
 from tests.support.trial_helpers import copy_store, new_mark, run_sweep, survivors
 from verlsweep.command.recipe_capture import capture, sha256
+
+pytestmark = pytest.mark.slow          # subprocess sweeps
 
 REMAX = RECIPES / "remax_ascend.sh"
 UTIL = "actor_rollout_ref.rollout.gpu_memory_utilization"
