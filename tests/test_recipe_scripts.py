@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from verlsweep.command import argv as cli_args
-from verlsweep.command import recipe_config
+from verlsweep.command import recipe_config, recipe_routes
 from verlsweep.command.compose import compose_config
 from verlsweep.command.recipe_capture import capture
+from verlsweep.command.recipe_routes import find_routes
 from verlsweep.common.errors import ConfigError
 from verlsweep.prepare import prepare
 
@@ -112,6 +113,14 @@ def test_a_swept_knob_a_script_takes_neither_way_is_refused_naming_it():
     assert prepared(NO_ARGS, f"verl.{TP}=4").command.script["env"] == {"TP": "4"}
 
 
+def test_finding_a_script_s_variables_leaves_nothing_where_it_is_run(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)                  # gspo_nightly_tee.sh does `mkdir -p "$LOG_DIR"`
+    recipe_routes._find.cache_clear()
+    routes = find_routes((RECIPES / "gspo_nightly_tee.sh").resolve())
+    assert routes.env[TP] == "TP" and routes.forwards_args
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_hub_id_is_planned_as_the_known_model_and_an_unknown_model_is_said(tmp_path):
     hub = prepared(RECIPES / "grpo_arrays.sh")
     assert hub.config.model.name == "qwen3_8b"
@@ -166,7 +175,7 @@ def test_runner_env_map_names_a_variable_only_a_sourced_file_reads(tmp_path):
     (tmp_path / "vars.sh").write_text(f'ROLLOUT_ARGS="{UTIL}=${{GPU_UTIL:-0.5}}"\n')
     script = tmp_path / "run.sh"
     script.write_text('source "$(dirname "$0")/vars.sh"\n'
-                      f"python3 -m verl.trainer.main_ppo actor_rollout_ref.model.path=Qwen/Qwen3-8B $ROLLOUT_ARGS\n")
+                      "python3 -m verl.trainer.main_ppo actor_rollout_ref.model.path=Qwen/Qwen3-8B $ROLLOUT_ARGS\n")
     with pytest.raises(ConfigError, match="neither from an environment variable"):
         prepared(script, f"verl.{UTIL}=0.8")
     trial = prepared(script, f"verl.{UTIL}=0.8", f"+runner.env_map.GPU_UTIL={UTIL}")

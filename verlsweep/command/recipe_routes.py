@@ -13,12 +13,14 @@ from __future__ import annotations
 import functools
 import os
 import re
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from verlsweep.command.overrides import format_value
 from verlsweep.command.recipe_capture import capture, sha256
+from verlsweep.common.errors import ConfigError
 
 _REFERENCE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)")
 # the shell's and the machine's own variables: never a recipe knob
@@ -88,21 +90,27 @@ def find_routes(script: Path, env_map: Mapping[str, str] | None = None, cwd: str
 @functools.lru_cache(maxsize=32)
 def _find(script: Path, digest: str, cwd: str | None, environ: tuple[tuple[str, str], ...]) -> Routes:
     """(digest, environ: the cache's key: the script's text and the defaults it reads)"""
-    base = capture(script, cwd=cwd).values
-    env: dict[str, str] = {}
-    moved: dict[str, tuple[str, ...]] = {}
-    for var in candidates(script.read_text()):
+    # The probes run in a scratch dir: a marker value lands in whatever the script does with the variable
+    # (`mkdir -p "$LOG_DIR"`); a script that needs its own cwd (`source ./env.sh`) is probed there instead.
+    with tempfile.TemporaryDirectory(prefix="verlsweep-probe-") as scratch:
         try:
-            values = capture(script, env={var: MARKER}, cwd=cwd).values
-        except Exception:  # noqa: BLE001 - a marker the script cannot take: not a knob of verl's
-            continue
-        keys = tuple(k for k in values if values[k] != base.get(k))
-        if keys:
-            moved[var] = keys
-        for key in keys:
-            if values[key] == MARKER and key not in env:
-                env[key] = var
-    probed = capture(script, args=[PROBE], cwd=cwd).overrides
+            base, where = capture(script, cwd=scratch).values, scratch
+        except ConfigError:
+            base, where = capture(script, cwd=cwd).values, cwd
+        env: dict[str, str] = {}
+        moved: dict[str, tuple[str, ...]] = {}
+        for var in candidates(script.read_text()):
+            try:
+                values = capture(script, env={var: MARKER}, cwd=where).values
+            except ConfigError:     # a marker the script cannot take: not a knob of verl's
+                continue
+            keys = tuple(k for k in values if values[k] != base.get(k))
+            if keys:
+                moved[var] = keys
+            for key in keys:
+                if values[key] == MARKER and key not in env:
+                    env[key] = var
+        probed = capture(script, args=[PROBE], cwd=where).overrides
     return Routes(script=script, env=env, forwards_args=bool(probed) and probed[-1] == PROBE, moved_by=moved)
 
 
