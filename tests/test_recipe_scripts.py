@@ -47,7 +47,8 @@ def test_every_form_dry_runs_validates_and_plans_as_its_own_config(script):
     assert trial.clearance.memory is not None, trial.clearance.unplannable    # planned on the script's model
 
 
-def test_the_remax_form_keeps_its_batch_and_lengths_under_swept_knobs():
+def test_the_remax_form_keeps_its_batch_and_lengths_under_swept_knobs(tmp_path, monkeypatch):
+    monkeypatch.setenv("MODEL_PATH", str(tmp_path / "Qwen3-8B"))      # not there: the dry run says so
     trial = prepared(REMAX, f"verl.{UTIL}=0.8", f"verl.{TP}=4", f"verl.{OFFLOAD}=false")
     verl = trial.config.verl
     assert (verl["data.train_batch_size"], verl["actor_rollout_ref.actor.ppo_mini_batch_size"],
@@ -59,6 +60,8 @@ def test_the_remax_form_keeps_its_batch_and_lengths_under_swept_knobs():
     script = trial.command.script
     assert script["env"] == {"ROLLOUT_GPU_MEM_UTIL": "0.8", "ROLLOUT_TP": "4"}
     assert f"{OFFLOAD}=False" in script["args"]
+    # a path missing here names the variable the script reads it from
+    assert any("model.path" in w and "set MODEL_PATH" in w for w in trial.command.warnings)
 
 
 def test_the_recorded_command_launches_what_was_planned_and_nothing_else_changed(tmp_path):
