@@ -16,7 +16,7 @@ from verlsweep.command.launch_script import TRACKING_VAR, export_lines
 def script_json(record: Mapping[str, Any]) -> dict[str, Any]:
     """command.json's `script`: the script, its digest and how it was run."""
     return {"path": record["script"], "sha256": record["sha256"], "env": dict(record["env"]),
-            "args": list(record["args"]), "cwd": record["cwd"], "launch_line": record["line"],
+            "args": list(record["args"]), "captured_in": record["cwd"], "launch_line": record["line"],
             "script_env": dict(record["script_env"]), "skipped": list(record["skipped"])}
 
 
