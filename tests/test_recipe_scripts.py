@@ -183,3 +183,12 @@ def test_runner_env_map_names_a_variable_only_a_sourced_file_reads(tmp_path):
         prepared(script, f"verl.{UTIL}=0.8")
     trial = prepared(script, f"verl.{UTIL}=0.8", f"+runner.env_map.GPU_UTIL={UTIL}")
     assert trial.command.script["env"] == {"GPU_UTIL": "0.8"} and trial.config.verl[UTIL] == 0.8
+
+
+def test_the_search_space_s_tp_choices_are_those_of_the_script_s_model(tmp_path, monkeypatch):
+    model = tmp_path / "TinyLM"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"num_attention_heads": 4, "num_key_value_heads": 2}))
+    monkeypatch.setenv("MODEL_PATH", str(model))
+    cfg = compose_config(["runner=script", f"runner.script={REMAX}", "hardware=a2_64g"], return_hydra_config=True)
+    assert cfg.hydra.sweeper.params[f"verl.{TP}"] == "choice(1,2,4)"      # not the model group's 1,2,4,8
