@@ -43,9 +43,10 @@ def tp_choices(*, _root_: Any) -> str:
 
 def sp_choices(*, _root_: Any) -> str:
     """`choice(...)` over the Ulysses SP sizes the composed hardware x model can run (topology.sp_choices)."""
+    from verlsweep.command.recipe_config import own_config
     from verlsweep.command.topology import sp_choices as allowed
 
-    return "choice(" + ",".join(str(sp) for sp in allowed(_root_)) + ")"
+    return "choice(" + ",".join(str(sp) for sp in allowed(own_config(_root_))) + ")"
 
 
 def capture_sizes(largest: Any, max_num_seqs: Any, enforce_eager: Any) -> list[int] | None:
