@@ -116,9 +116,6 @@ def check_fixed(cfg: DictConfig, varied: Collection[str], dry: bool) -> list[Pro
     config's problems outside the keys the search space varies. When it varies a config group, whose
     options set keys of their own, only the missing paths no varied group or root sets are sure."""
     groups = {g for g in varied if "." not in g}
-    routes = recipe_config.route_problems(cfg, list(varied))   # a swept knob a recipe script cannot take
-    if routes:
-        return routes
     try:
         prepare(cfg, dry=dry, overrides=[])     # a trial's own preparation, less the knobs of its job
     except ConfigError as exc:

@@ -206,6 +206,10 @@ class VerlSweepImpl(Sweeper):
             task_overrides = list(OmegaConf.select(cfg, "hydra.overrides.task", default=[]) or [])
             del cfg["hydra"]          # the task's view, as Hydra's run_job hands it to the task
         recipe_config.apply(cfg, task_overrides)   # a recipe script's own config, the command line's knobs
+        # a swept knob a recipe script can take neither from a variable it reads nor from "$@"
+        routes = recipe_config.route_problems(cfg, list(space.distributions))
+        if routes:
+            raise SearchSpaceError(routes)
         problems = task.check_fixed(cfg, [n.lstrip("+~") for n in space.distributions], dry_run)
         if problems:
             raise FixedConfigError(problems)

@@ -82,5 +82,5 @@ def test_a_sweep_of_a_knob_the_script_cannot_take_is_refused_before_the_study(em
                      new_mark(), multirun=True)
     assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert f"verl.{UTIL}" in proc.stderr and script.name in proc.stderr and '"$@"' in proc.stderr
-    assert "no study or trial started" in proc.stderr
+    assert "nothing started" in proc.stderr
     assert not list((tmp_path / "out").rglob("trial.log"))

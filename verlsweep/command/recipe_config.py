@@ -225,7 +225,7 @@ def route_problems(cfg: DictConfig, keys: Sequence[str]) -> list[Problem]:
     env_map = _env_map(cfg)
     routes = find_routes(script, env_map)
     verl_keys = [k.lstrip("+~").removeprefix("verl.") for k in keys if k.lstrip("+~").startswith("verl.")]
-    return [Problem(f"verl.{k}", None, routes.advice(k)) for k in verl_keys if routes.route(k) is None]
+    return [Problem(f"verl.{k}", "swept", routes.advice(k)) for k in verl_keys if routes.route(k) is None]
 
 
 def _env_map(cfg: DictConfig) -> dict[str, str]:
