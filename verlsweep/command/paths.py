@@ -24,7 +24,8 @@ def check_paths(cfg: DictConfig) -> list[MissingPath]:
     recipe = "recipe" in cfg        # a recipe script's own paths: set where the script takes them
 
     def script_hint(key: str) -> str:
-        route = str(_get(cfg, "recipe.routes") and _get(cfg, "recipe.routes").get(key.removeprefix("verl.")) or "")
+        routes = OmegaConf.select(cfg, "recipe.routes", default=None)     # {verl key: `env VAR` | `args`}
+        route = str(routes.get(key.removeprefix("verl."), "") if routes is not None else "")
         if route.startswith("env "):
             return f"the recipe script's value: set {route.removeprefix('env ')}, the variable it reads"
         return "the recipe script's value: change it there"

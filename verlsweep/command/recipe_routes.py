@@ -94,9 +94,9 @@ def _find(script: Path, digest: str, cwd: str | None, environ: tuple[tuple[str, 
     # (`mkdir -p "$LOG_DIR"`); a script that needs its own cwd (`source ./env.sh`) is probed there instead.
     with tempfile.TemporaryDirectory(prefix="verlsweep-probe-") as scratch:
         try:
-            base, where = capture(script, cwd=scratch).values, scratch
+            base, where = capture(script, cwd=scratch).values, str(scratch)
         except ConfigError:
-            base, where = capture(script, cwd=cwd).values, cwd
+            base, where = capture(script, cwd=cwd).values, cwd or os.getcwd()
         env: dict[str, str] = {}
         moved: dict[str, tuple[str, ...]] = {}
         for var in candidates(script.read_text()):
