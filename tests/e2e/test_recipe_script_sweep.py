@@ -33,7 +33,7 @@ def test_a_remax_form_script_sweeps_util_tp_offload_with_its_own_batch_and_lengt
     env = {"MODEL_PATH": str(tiny_model_dir), "TRAIN_FILE": str(gsm8k_dir / "train.parquet"),
            "TEST_FILE": str(gsm8k_dir / "test.parquet"), "PATH": f"{node_bin}{os.pathsep}{os.environ['PATH']}"}
     mark = new_mark()
-    proc = run_sweep(tmp_path, [f"recipe={REMAX}", "hardware=a2_64g", "space=smoke", "hydra.sweeper.n_trials=3",
+    proc = run_sweep(tmp_path, [f"recipe={REMAX}", "hardware=a2_64g", "space=smoke", "hydra.sweeper.n_trials=2",
                                 f"verl.{UTIL}=choice(0.5,0.6)", f"verl.{TP}=choice(1,2)",
                                 f"verl.{OFFLOAD}=choice(true,false)", f"paths.output_root={tmp_path / 'out'}",
                                 f"tracking.uri={uri}", "plan.enforce=false", "+env.VERL_STANDIN_STEP_SECONDS=0.01"],
@@ -42,7 +42,7 @@ def test_a_remax_form_script_sweeps_util_tp_offload_with_its_own_batch_and_lengt
     (sweep_dir,) = (tmp_path / "out" / "sweeps").iterdir()
     with (sweep_dir / "trials.csv").open() as fh:
         rows = list(csv.DictReader(fh))
-    assert [r["outcome"] for r in rows] == ["completed"] * 3, rows
+    assert [r["outcome"] for r in rows] == ["completed"] * 2, rows
     for row in rows:
         job = Path(row["job_dir"])
         command = json.loads((job / "command.json").read_text())
@@ -51,7 +51,8 @@ def test_a_remax_form_script_sweeps_util_tp_offload_with_its_own_batch_and_lengt
         # the script's own batch, mini-batch and response length in every trial, the swept knobs beside them
         assert (verl["data.train_batch_size"], verl["actor_rollout_ref.actor.ppo_mini_batch_size"],
                 verl["data.max_response_length"]) == ("128", "32", "1024")
-        assert {UTIL, TP, OFFLOAD} <= set(verl)
+        for key in (UTIL, TP, OFFLOAD):                  # each trial's own knobs reached verl
+            assert verl[key].lower() == row[f"verl.{key}"].lower(), key
         # command.sh, run as it is, launches verl with the argv this trial's verl got
         with_env = {k: v for k, v in env.items() if k != "PATH"}
         assert list(capture(job / "command.sh", env=with_env).overrides) == command["argv"][3:]
