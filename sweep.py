@@ -37,7 +37,8 @@ def check_argv() -> None:
     recipe scripts export it."""
     sys.argv[1:], notes = cli_args.renamed_groups(sys.argv[1:])
     sys.stderr.write("".join(f"verlsweep: {n}\n" for n in notes))
-    problems = cli_args.moved(sys.argv[1:]) + cli_args.group_typos(sys.argv[1:], CONF_DIR)
+    sys.argv[1:], problems = cli_args.recipe_args(sys.argv[1:])
+    problems += cli_args.moved(sys.argv[1:]) + cli_args.group_typos(sys.argv[1:], CONF_DIR)
     conflict = cli_args.sweeper_conflict(sys.argv[1:])
     if conflict:
         problems.append(conflict)

@@ -254,43 +254,48 @@ def test_a_warning_never_stops_a_trial_whose_start_outlasts_the_stall_limit(tmp_
     assert result.outcome == "completed" and result.steps == 5
 
 
-# ---- runner=script: a recipe script gets its knobs through env vars, the rest as overrides
+# ---- runner=script: a recipe script run as it is, its knobs through the variables it reads, else "$@"
 
 RECIPE = """#!/usr/bin/env bash
 # what a verl-ascend-recipe script does: env-overridable knobs, then "$@" forwarded to verl
 ROLLOUT_TP=${ROLLOUT_TP:-2}
 ROLLOUT_GPU_MEM_UTIL=${ROLLOUT_GPU_MEM_UTIL:-0.6}
-echo "recipe tp=$ROLLOUT_TP util=$ROLLOUT_GPU_MEM_UTIL model=$MODEL_PATH args=$*"
-exec python "$FAKE_TRAINER" ok actor_rollout_ref.rollout.tensor_model_parallel_size=$ROLLOUT_TP "$@"
+echo "recipe tp=$ROLLOUT_TP util=$ROLLOUT_GPU_MEM_UTIL args=$*"
+python3 -m verl.trainer.main_ppo actor_rollout_ref.model.path=/models/tiny algorithm.adv_estimator=grpo \\
+    actor_rollout_ref.rollout.tensor_model_parallel_size=$ROLLOUT_TP \\
+    actor_rollout_ref.rollout.gpu_memory_utilization=$ROLLOUT_GPU_MEM_UTIL "$@"
 """
 
 
-@pytest.mark.parametrize("forward", ["overrides", "all"])
-def test_script_runner_sets_mapped_knobs_in_env_and_forwards_the_rest(tmp_path, forward):
+def test_script_runner_runs_the_script_with_its_knobs_by_its_own_routes(tmp_path):
     trainer = tmp_path / "fake_trainer.py"
     trainer.write_text(FAKE_TRAINER)
+    fake_bin = tmp_path / "bin"           # the node's python3: here a trainer that prints steps
+    fake_bin.mkdir()
+    (fake_bin / "python3").write_text(f"#!/bin/sh\nexec {sys.executable} {trainer} ok\n")
+    (fake_bin / "python3").chmod(0o755)
     script = tmp_path / "run_recipe.sh"
     script.write_text(RECIPE)
+    knobs = ["verl.actor_rollout_ref.rollout.gpu_memory_utilization=0.45",
+             f"+env.PATH={fake_bin}{os.pathsep}{os.environ['PATH']}"]
     cfg = compose_config(["validate.verl=false", "tracking.enabled=false", "runner=script",
-                          f"runner.script={script}", f"runner.forward={forward}", "model.path=/models/tiny",
-                          "verl.actor_rollout_ref.rollout.gpu_memory_utilization=0.45",
-                          f"+env.FAKE_TRAINER={trainer}"])
-    # the knobs runner=script forwards: this job's verl overrides, as Hydra's hydra.overrides.task lists them
-    prepared = prepare(cfg, dry=True, overrides=["verl.actor_rollout_ref.rollout.gpu_memory_utilization=0.45"])
+                          f"runner.script={script}", *knobs])
+    # the knobs runner=script sets: this job's verl overrides, as Hydra's hydra.overrides.task lists them
+    prepared = prepare(cfg, dry=True, overrides=knobs)
+    assert prepared.spec.verl["actor_rollout_ref.rollout.gpu_memory_utilization"] == 0.45
     result = prepared.runner.run(prepared.spec, NullReporter(), {TRIAL_DIR_ENV: str(tmp_path / "trial")}).result
     assert result.outcome == "completed" and result.backend == "script"
     first = (tmp_path / "trial" / "trial.log").read_text().splitlines()[0]
-    assert first.startswith("recipe tp=2 util=0.45 model=/models/tiny args=")
+    assert first.startswith("recipe tp=2 util=0.45 args=")         # the variable it reads; its own TP
     args = first.split("args=", 1)[1].split()
     assert "trainer.total_training_steps=5" in args                # runner.always: the trial's length
     assert not any(a.startswith("actor_rollout_ref.rollout.gpu_memory_utilization=") for a in args)  # via env
-    assert any(a.startswith("algorithm.adv_estimator=") for a in args) == (forward == "all")
+    assert not any(a.startswith("algorithm.") for a in args)       # the script's own values stand
 
 
-def test_script_runner_without_a_script_names_the_key(tmp_path):
+def test_script_runner_without_a_script_names_the_key_before_anything_launches():
     from verlsweep.common.errors import ConfigError
 
     cfg = compose_config(["validate.verl=false", "tracking.enabled=false", "runner=script", "runner.script=null"])
-    prepared = prepare(cfg, dry=True, overrides=[])
     with pytest.raises(ConfigError, match="runner.script"):
-        prepared.runner.run(prepared.spec, NullReporter(), {TRIAL_DIR_ENV: str(tmp_path)})
+        prepare(cfg, dry=True, overrides=[])

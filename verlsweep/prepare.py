@@ -23,6 +23,7 @@ from omegaconf import DictConfig
 
 from verlsweep import plan as planner
 from verlsweep.command import knobs as knobs_mod
+from verlsweep.command import recipe_config, recipe_launch
 from verlsweep.command.compose import Command, build_command
 from verlsweep.command.launch_script import render_script, script_defaults
 from verlsweep.config import Hardware, MonitorConfig, TaskConfig, read
@@ -74,7 +75,10 @@ class PreparedTrial:
         return self.runner.needs_files
 
     def launch_script(self) -> str:
-        """best_launch.sh's body for this trial: verl's recipe layout, env roots left to the node."""
+        """best_launch.sh's body for this trial: verl's recipe layout, env roots left to the node (a
+        recipe script: the user's script with the best knobs)."""
+        if self.command.script is not None:
+            return recipe_launch.render(self.command.script, self.tracking_uri)
         return render_script(self.command, self.launch_defaults, self.tracking_uri)
 
 
@@ -87,10 +91,13 @@ def prepare(cfg: DictConfig, *, dry: bool = False, overrides: list[str] | None =
 
     Raises ConfigError naming every offending key (a value of the wrong type, an unknown runner, our
     rules, verl's schema, missing paths, a bad CPU count) before anything starts."""
+    jobs = knobs_mod.job_overrides() if overrides is None else overrides
+    if recipe_config.is_recipe(cfg) and recipe_config.NODE not in cfg:
+        recipe_config.apply(cfg, jobs)          # the script's own config, this job's knobs set its way
+        settings = None
     task = read(cfg) if settings is None else settings
     runner = get_runner(task.runner.name)
     command = build_command(cfg, require_paths=runner.needs_files and not dry)
-    jobs = knobs_mod.job_overrides() if overrides is None else overrides
     spec = RunSpec(
         command=command, runner=runner.name, clearance=clearance(task, local=runner.needs_files),
         objective=task.objective, limits=task.runner.limits, hardware=task.hardware, steps=task.trial.steps,

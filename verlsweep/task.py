@@ -19,7 +19,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from verlsweep import study_link
-from verlsweep.command import knobs
+from verlsweep.command import knobs, recipe_config
 from verlsweep.command.compose import Command
 from verlsweep.common import crashpoint, slurm
 from verlsweep.common.errors import ConfigError, MissingPath, Problem
@@ -153,6 +153,7 @@ def run(cfg: DictConfig) -> Any:
             dry_run(cfg, settings)
             return None
         prepared = prepare(cfg, settings=settings)
+        recipe_config.log_notes(cfg)              # where the script disagrees with the hardware option
     except ConfigError as exc:
         if not multirun or isinstance(exc, TrackingUnavailable) or cfg.get("dry_run"):
             raise
@@ -271,7 +272,8 @@ def _trial_env(out: Path, tracked: TrialRun | None) -> dict[str, str]:
 
 def _write_command(trial: Command, out: Path) -> list[Path]:
     """command.json / command.sh of the launched trial, credentials redacted (they become artifacts)."""
-    shown = Command(argv=trial.argv, env=redact_env(trial.env), entrypoint_len=trial.entrypoint_len)
+    script = {**trial.script, "env": redact_env(trial.script["env"])} if trial.script is not None else None
+    shown = Command(argv=trial.argv, env=redact_env(trial.env), entrypoint_len=trial.entrypoint_len, script=script)
     sh = out / COMMAND_SH
     sh.write_text("#!/usr/bin/env bash\n" + shown.to_bash())
     return [shown.write(out), sh]

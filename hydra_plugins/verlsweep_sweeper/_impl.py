@@ -25,6 +25,7 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from hydra_plugins.verlsweep_sweeper.config import VerlSweepSweeperConf
+from verlsweep.command import recipe_config
 from verlsweep.command.overrides import flatten
 from verlsweep.command.suggest import did_you_mean
 from verlsweep.common import moved_keys
@@ -218,7 +219,13 @@ class VerlSweepImpl(Sweeper):
         cfg = (self.hydra_context.config_loader.load_sweep_config(self.config, space.overrides({}))
                if params_fixed else copy.deepcopy(self.config))
         with read_write(cfg), open_dict(cfg):
+            task_overrides = list(OmegaConf.select(cfg, "hydra.overrides.task", default=[]) or [])
             del cfg["hydra"]          # the task's view, as Hydra's run_job hands it to the task
+        recipe_config.apply(cfg, task_overrides)   # a recipe script's own config, the command line's knobs
+        # a swept knob a recipe script can take neither from a variable it reads nor from "$@"
+        routes = recipe_config.route_problems(cfg, list(space.distributions))
+        if routes:
+            raise SearchSpaceError(routes)
         problems = task.check_fixed(cfg, [n.lstrip("+~") for n in space.distributions], dry_run)
         if problems:
             raise FixedConfigError(problems)
@@ -229,6 +236,7 @@ class VerlSweepImpl(Sweeper):
         cfg = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
         with read_write(cfg), open_dict(cfg):
             del cfg["hydra"]
+        recipe_config.apply(cfg, list(overrides))   # a recipe script's own config with this job's knobs
         return cfg
 
     def _compose_launch(self, overrides: list[str]) -> str:

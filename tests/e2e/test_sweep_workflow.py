@@ -244,7 +244,7 @@ def test_a_search_space_asked_of_hydras_basic_sweeper_is_refused_with_a_message(
     assert "hydra/sweeper=basic cannot run it: drop space=" in proc.stderr and "Traceback" not in proc.stderr
 
 
-def test_help_shows_our_groups_and_three_commands(tmp_path):
+def test_help_shows_our_groups_and_four_commands(tmp_path):
     proc = subprocess.run([sys.executable, str(REPO / "sweep.py"), "--help"], cwd=tmp_path, capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -252,7 +252,8 @@ def test_help_shows_our_groups_and_three_commands(tmp_path):
     for group in ("algorithm", "data", "hardware", "model", "runner", "space"):
         assert any(line.split()[:1] == [group] for line in lines), group
     assert not any(line.split()[:1] == ["device"] for line in lines)
-    assert sum(1 for line in lines if line.strip().startswith("python sweep.py ")) == 3
+    assert sum(1 for line in lines if line.strip().startswith("python sweep.py ")) == 4
+    assert any("recipe=path/to/run.sh" in line for line in lines)      # a recipe script of one's own
     plan = subprocess.run([sys.executable, "-m", "verlsweep.plan", "--help"], cwd=REPO, capture_output=True,
                           text=True, timeout=120)
     assert plan.returncode == 0 and "detect" in plan.stdout and "refit" in plan.stdout

@@ -128,3 +128,28 @@ def renamed_groups(argv: list[str]) -> tuple[list[str], list[str]]:
             notes.append(f"group `{group}` is now `{new}`: read {group}=... as {new}=...")
         out.append(a)
     return out, notes
+
+
+RECIPE = "recipe"                             # recipe=path/to/run.sh: a recipe script of the user's own
+RECIPE_SAYS = ("algorithm", "model", "data")  # groups whose say a recipe script has itself
+
+
+def recipe_args(argv: list[str]) -> tuple[list[str], list[str]]:
+    """argv with `recipe=PATH` spelled as runner=script runner.script=<absolute PATH>, and one problem per
+    algorithm/model/data group chosen beside a recipe script (the script says them)."""
+    out: list[str] = []
+    script = False
+    for arg in argv:
+        key, _, value = arg.partition("=")
+        if key.lstrip("+") == RECIPE and value:
+            out += ["runner=script", f"runner.script={Path(value).expanduser().resolve()}"]
+            script = True
+        else:
+            script = script or arg in ("runner=script", "+runner=script")
+            out.append(arg)
+    if not script:
+        return out, []
+    chosen = [m.group(1) for a in out if (m := _CHOICE.match(a)) and m.group(1) in RECIPE_SAYS]
+    return out, [f"{g}={next(a.split('=', 1)[1] for a in out if a.lstrip('+').startswith(g + '='))}: a recipe "
+                 f"script says its own {g}; drop {g}=... (the script's values are the trial's config)"
+                 for g in dict.fromkeys(chosen)]

@@ -13,6 +13,8 @@ from verlsweep.command.hydra_compose import compose_dir
 from verlsweep.command.launch_script import export_lines
 from verlsweep.command.overrides import format_value, ordered
 from verlsweep.command.paths import check_paths
+from verlsweep.command.recipe_config import NODE
+from verlsweep.command.recipe_launch import script_bash, script_json
 from verlsweep.command.rules import check_rules
 from verlsweep.command.verl_check import check_with_verl
 from verlsweep.common.errors import ConfigError
@@ -28,16 +30,25 @@ class Command:
     env: dict[str, str]
     entrypoint_len: int = 3
     warnings: list[str] = field(default_factory=list)
+    # a recipe script's launch (recipe_config.record): `bash <script> <args>` under `env` is what runs,
+    # `argv` the verl argv it launches (captured)
+    script: dict[str, Any] | None = None
 
     @property
     def overrides(self) -> list[str]:
         return self.argv[self.entrypoint_len:]
 
     def to_json(self) -> dict[str, Any]:
-        return {"argv": list(self.argv), "env": dict(self.env)}
+        out: dict[str, Any] = {"argv": list(self.argv), "env": dict(self.env)}
+        if self.script is not None:
+            out["script"] = script_json(self.script)
+        return out
 
     def to_bash(self) -> str:
-        """A runnable snippet: `export` lines, then the command with one override per line."""
+        """A runnable snippet: `export` lines, then the command with one override per line (a recipe
+        script: the script with its knobs, the verl argv it launches as comments)."""
+        if self.script is not None:
+            return script_bash(self.script, self.env, self.argv)
         lines = export_lines(self.env)
         head = " ".join(shlex.quote(a) for a in self.argv[: self.entrypoint_len])
         body = [f"    {shlex.quote(o)}" for o in self.overrides]
@@ -98,6 +109,7 @@ def build_command(cfg: DictConfig, *, require_paths: bool = True) -> Command:
     problems = check_resolves(cfg)
     if problems:
         raise ConfigError(problems)
+    recipe: Any = plain(cfg[NODE]) if NODE in cfg else None
     problems = check_rules(cfg)
     path_problems = check_paths(cfg)
     overrides = verl_overrides(cfg, use_schema=bool(cfg.validate.verl))
@@ -109,9 +121,13 @@ def build_command(cfg: DictConfig, *, require_paths: bool = True) -> Command:
     if problems:
         raise ConfigError(problems)
 
+    warnings = [str(p) for p in path_problems]
+    if isinstance(recipe, dict):
+        # what verl gets is what the script passes it, as captured: not our rendering of it
+        return Command(argv=["python3", "-m", recipe["module"], *recipe["argv"]], env=dict(recipe["env"]),
+                       entrypoint_len=3, warnings=[*recipe["notes"], *warnings], script=recipe)
     ep = entrypoint(cfg)
-    return Command(argv=[*ep, *overrides], env=trial_env(cfg), entrypoint_len=len(ep),
-                 warnings=[str(p) for p in path_problems])
+    return Command(argv=[*ep, *overrides], env=trial_env(cfg), entrypoint_len=len(ep), warnings=warnings)
 
 
 def compose_config(overrides: list[str] | None = None, return_hydra_config: bool = False) -> DictConfig:

@@ -64,7 +64,7 @@ def check_rules(cfg: DictConfig) -> list[Problem]:
                 f"{ROLLOUT}.tensor_model_parallel_size",
                 tp,
                 f"one of {allowed_tp} (divides the {world_size(cfg)} devices of {cfg.hardware.name} "
-                f"and the {cfg.model.config.num_attention_heads} attention heads of {cfg.model.name})",
+                f"and the {_get(cfg, 'model.config.num_attention_heads')} attention heads of {cfg.model.name})",
             )
         )
 
@@ -72,6 +72,8 @@ def check_rules(cfg: DictConfig) -> list[Problem]:
                 "verl.data.max_prompt_length", "verl.data.max_response_length",
                 "verl.trainer.total_training_steps", "trial.steps"):
         value = _get(cfg, key)
+        if value is None and key.endswith("total_training_steps") and "recipe" in cfg:
+            continue        # a recipe script that cannot take it trains for its own epochs (said before launch)
         if not _is_int(value) or value < 1:
             problems.append(Problem(key, value, "a positive integer"))
 

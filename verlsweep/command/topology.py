@@ -4,7 +4,7 @@ Used by our rules, by the sweeper's `${verlsweep.tp_choices:}` and by the planne
 """
 from __future__ import annotations
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 
 def world_size(cfg: DictConfig) -> int:
@@ -18,9 +18,12 @@ def tp_choices(cfg: DictConfig) -> list[int]:
     verl/workers/rollout/llm_server.py) and the attention heads; KV heads are split when TP <= KV
     heads and replicated when TP is a multiple of them (vLLM's rule for GQA models).
     """
-    heads = int(cfg.model.config.num_attention_heads)
-    kv = int(cfg.model.config.num_key_value_heads)
     world = world_size(cfg)
+    heads = OmegaConf.select(cfg, "model.config.num_attention_heads", default=None)
+    kv = OmegaConf.select(cfg, "model.config.num_key_value_heads", default=None)
+    if heads is None or kv is None:     # a model of unknown shape (a recipe script's): the devices alone
+        return [tp for tp in range(1, world + 1) if world % tp == 0]
+    heads, kv = int(heads), int(kv)
     return [
         tp
         for tp in range(1, world + 1)

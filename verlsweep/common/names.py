@@ -61,6 +61,7 @@ PREDICTED_ATTR = "predicted"                   # trial user attr: the planner's 
 EDGE_PROBE = "edge probe"
 EDGE_PROBE_TAG = "plan.edge_probe"
 EDGE_PROBE_METRIC = "plan/edge_probe"
+RECIPE_ATTR = "verlsweep.recipe_script"       # study user attr: {path, sha256} of the recipe script it sweeps
 FROM_STUDY_ATTR = "verlsweep.from_study"       # study user attr: the sweep it started from (verlsweep.study.chain)
 OBJECTIVES_ATTR = "verlsweep.objectives"       # study user attr: the TrialResult values the directions apply to
 TRACKING_ATTR = "verlsweep.tracking"           # study user attr: {uri, experiment} of its MLflow runs

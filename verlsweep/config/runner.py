@@ -64,10 +64,9 @@ class VerlRunnerConfig(RunnerConfig):
 class ScriptRunnerConfig(VerlRunnerConfig):
     """runner=script: a recipe script, its knobs set through its environment (conf/runner/script.yaml)."""
 
-    script: str | None                    # required at launch (verlsweep.trial.runners.script says so)
-    env_map: dict[str, str]               # the script's variable -> the verl key whose value it gets
-    forward: str                          # overrides | all
-    always: tuple[str, ...]               # verl keys forwarded whatever `forward` says
+    script: str | None                    # required (verlsweep.command.recipe_capture.script_path says so)
+    env_map: dict[str, str]               # optional: a variable the script reads -> the verl key it sets
+    always: tuple[str, ...]               # verl keys a measurement needs, set whatever the script says
 
 
 @dataclass(frozen=True)

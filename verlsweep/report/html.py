@@ -10,7 +10,7 @@ from typing import Any
 
 from verlsweep.common.files import write_atomic
 from verlsweep.common.labels import figure, short
-from verlsweep.common.names import FROM_STUDY_ATTR
+from verlsweep.common.names import FROM_STUDY_ATTR, RECIPE_ATTR
 from verlsweep.report.data import PREDICTED_PEAK, PREDICTED_TOK_S, Row, Sweep
 from verlsweep.report.frontier import Combo, Side, combos, region_text
 from verlsweep.report.plots import Plot, draw
@@ -83,8 +83,17 @@ def chained_text(study: Any) -> str | None:
             f"({link.get('source')}); its knobs fixed unless swept here: {knobs}")
 
 
+def recipe_text(study: Any) -> str | None:
+    """`recipe script P (sha256 H)` for a study of a recipe script (recipe=run.sh), else None."""
+    recipe = study.user_attrs.get(RECIPE_ATTR)
+    if not isinstance(recipe, dict):
+        return None
+    return f"recipe script {recipe.get('path')} (sha256 {recipe.get('sha256')}), run as it is with the swept knobs"
+
+
 def text_summary(sweep: Sweep, sweep_dir: Path | None = None) -> str:
-    lines = [status_text(sweep), *([chained] if (chained := chained_text(sweep.study)) else [])]
+    lines = [status_text(sweep), *([chained] if (chained := chained_text(sweep.study)) else []),
+             *([recipe] if (recipe := recipe_text(sweep.study)) else [])]
     best = sweep.best()
     if best is not None:
         lines.append(f"best trial {best.number}: " + ", ".join(
@@ -199,6 +208,8 @@ def render(sweep: Sweep, plots: list[Plot], sweep_dir: Path | None) -> str:
                    if launch else "<p class='note'>no best_launch.sh yet</p>")
     chained = chained_text(sweep.study)
     chained_html = f"<p id='chained'>{html.escape(chained)}</p>" if chained else ""
+    if (recipe := recipe_text(sweep.study)) is not None:
+        chained_html += f"<p id='recipe'>{html.escape(recipe)}</p>"
     plotly = ""
     if any(p.html for p in plots):
         from plotly.offline import get_plotlyjs

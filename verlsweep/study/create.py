@@ -24,6 +24,7 @@ import optuna
 from omegaconf import DictConfig, OmegaConf
 from optuna.storages import RetryHeartbeatStaleTrialCallback
 
+from verlsweep.command import recipe_config
 from verlsweep.common import optuna_private
 from verlsweep.common.errors import Problem
 from verlsweep.config import plain
@@ -80,8 +81,9 @@ def default_study_name(config: DictConfig, space: SearchSpace) -> str:
             return "x"
         return str(choices.get(group) or OmegaConf.select(config, fallback_key, default=None) or "none")
 
+    recipe = recipe_config.study_part(config)     # a recipe script: its name and its config's digest
     name = ".".join([part("space", "space.name"), part("hardware", "hardware.name"),
-                     part("model", "model.name"), part("algorithm", "algorithm.name")])
+                     *([recipe] if recipe else [part("model", "model.name"), part("algorithm", "algorithm.name")])])
     digest = hashlib.sha1(json.dumps(signature(space), sort_keys=True).encode()).hexdigest()[:8]
     return f"{name}.{digest}"
 

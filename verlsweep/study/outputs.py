@@ -156,9 +156,10 @@ def launch_header(trial: FrozenTrial, study_name: str, objectives: list[str], sh
             f"# verlsweep: the long run with the knobs of trial {trial.number} of study {study_name}\n"
             f"# {values}: {how}; trial finished {when}\n"
             f"# {', '.join(f'{k}={v}' for k, v in _params(trial, shown).items())}\n"
-            f"# experiment {experiment}: checkpoints every save_freq steps; re-running this script resumes from "
-            "the latest (trainer.resume_mode=auto)\n"
-            "set -euo pipefail\n")
+            + (f"# experiment {experiment}: checkpoints every save_freq steps; re-running this script resumes from "
+               "the latest (trainer.resume_mode=auto)\n" if backend != "script" else
+               "# the run's length, checkpoints and resume are the recipe script's own\n")
+            + "set -euo pipefail\n")
 
 
 def complete_message(study: optuna.Study, n_trials: int, objectives: list[str],

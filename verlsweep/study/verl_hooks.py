@@ -27,6 +27,7 @@ import optuna
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from optuna.trial import FrozenTrial
 
+from verlsweep.command import recipe_config
 from verlsweep.command.overrides import format_value
 from verlsweep.common.errors import Problem
 from verlsweep.common.labels import not_launched, path_safe, trial_label
@@ -35,6 +36,7 @@ from verlsweep.common.names import (
     CONFIRMATION_TAG,
     CONFIRMS_TAG,
     PROVEN_FIT_ATTR,
+    RECIPE_ATTR,
     RULED_OUT_ATTR,
     RULED_OUT_RULE_ATTR,
     TRACKING_ATTR,
@@ -139,7 +141,7 @@ class VerlHooks(AppHooks):
 
     def enqueue(self, study: optuna.Study, space: _space.SearchSpace, sampler: Mapping[str, Any],
                 entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        out = _enqueue.entries(self.config, space, entries, self.settings.enqueue_recipe)
+        out = _enqueue.entries(recipe_config.own_config(self.config), space, entries, self.settings.enqueue_recipe)
         if isinstance(study.sampler, optuna.samplers.GridSampler):       # a grid runs every config anyway
             return out
         guide = self.settings.guide
@@ -164,6 +166,8 @@ class VerlHooks(AppHooks):
             study.set_user_attr(TRACKING_ATTR, sweep_run.where(self.config, name))
         if not self.dry_run:
             chain.record(study, self._chained_from, parent, self.config)
+            if (recipe := recipe_config.script_identity(self.config)) is not None:
+                study.set_user_attr(RECIPE_ATTR, recipe)      # the report names the script it swept
         # what ties a job to its trial (study_link.reporter_for) and sweep (the MLflow parent)
         self._links = {"trial.study_name": name, **({"trial.storage": url} if url else {}),
                        **({sweep_run.PARENT_RUN_KEY: parent} if parent else {})}

@@ -120,11 +120,22 @@ def log_params(client, run_id: str, params: Mapping[str, Any]) -> None:
 def group_tags(cfg: Any) -> dict[str, str]:
     """The recipe's options by name: `cfg` is a trial's TaskConfig or the composed config of a sweep (its
     parent run), which name them at the same paths."""
-    return {
+    from omegaconf import DictConfig
+
+    from verlsweep.command import recipe_capture, recipe_config
+
+    if isinstance(cfg, DictConfig):
+        cfg = recipe_config.own_config(cfg)      # a recipe script's sweep: its own model and algorithm
+    tags = {
         "sweep.hardware": str(cfg.hardware.name),
         "sweep.algorithm": str(cfg.algorithm.name),
         "sweep.model": str(cfg.model.name),
     }
+    script = getattr(cfg.runner, "script", None) if cfg.runner.name == "script" else None
+    if script:                                   # the recipe script the runs ran, and which version of it
+        path = recipe_capture.script_path(str(script))
+        tags.update({"recipe.script": str(path), "recipe.sha256": recipe_capture.sha256(path)})
+    return tags
 
 
 def param_value(value: Any) -> str:

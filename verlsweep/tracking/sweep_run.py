@@ -56,6 +56,7 @@ def start_sweep_run(cfg: DictConfig, study_name: str, search_space: Mapping[str,
     `fixed`: the recipe values to log as params; default: every `verl.*` leaf of `cfg` that the search
     space does not vary, under its dotted verl key.
     """
+    from verlsweep.command import recipe_config
     from verlsweep.command.overrides import flatten
 
     client = client_for(tracking_uri(cfg))
@@ -75,7 +76,8 @@ def start_sweep_run(cfg: DictConfig, study_name: str, search_space: Mapping[str,
     run_id = run.info.run_id
     if fixed is None:
         swept = {k.removeprefix("verl.") for k in search_space}
-        fixed = {k: v for k, v in flatten(cfg.verl).items() if k not in swept}
+        own = recipe_config.own_config(cfg)     # a recipe script's sweep: the script's own values
+        fixed = {k: v for k, v in flatten(own.verl).items() if k not in swept}
     log_params(client, run_id, {k: param_value(v) for k, v in fixed.items()})
     client.log_text(run_id, json.dumps(plain(search_space), indent=2, default=str) + "\n", "search_space.json")
     return run_id

@@ -54,15 +54,27 @@ def _table_parser() -> argparse.ArgumentParser:
 
 
 def cmd_table(argv: list[str]) -> int:
+    from verlsweep.command import recipe_config
+    from verlsweep.command.argv import recipe_args
     from verlsweep.command.compose import compose_config
     from verlsweep.command.topology import tp_choices
+    from verlsweep.common.errors import ConfigError
     from verlsweep.plan.cli.table import DEFAULT_UTILS, grid, render
     from verlsweep.plan.predictor.inputs import from_cfg
     from verlsweep.plan.predictor.trial_spec import NotPlannable
     from verlsweep.plan.predictor.verdict import load_calibration
 
     args = _table_parser().parse_args(argv)
-    cfg = compose_config(args.overrides)
+    overrides, refused = recipe_args(args.overrides)       # recipe=run.sh: the script's own config
+    if refused:
+        print("".join(f"verlsweep.plan: {r}\n" for r in refused), end="", file=sys.stderr)
+        return 2
+    cfg = compose_config(overrides)
+    try:
+        recipe_config.apply(cfg, overrides)
+    except ConfigError as exc:
+        print(f"verlsweep.plan: {exc}", file=sys.stderr)
+        return 2
     try:
         inp = from_cfg(cfg)
     except NotPlannable as exc:

@@ -109,6 +109,9 @@ def params_b(config: Mapping[str, Any]) -> float:
 def _shapes(model: ModelConfig) -> ModelShapes:
     """The planner's shapes of a model option (model.name, model.path, model.config)."""
     config = model.config
+    if not config:      # a recipe script's model that is neither a local checkpoint nor a known option
+        raise NotPlannable(f"unknown model {model.path or model.name!r}: no config.json under it and no model "
+                           "option (conf/model) with its hub id")
     missing = [f"model.config.{k}" for k in _SHAPES if config.get(k) is None]
     if missing:
         raise NotPlannable(f"model {model.name!r} lacks {', '.join(missing)} (its config.json's fields)")
