@@ -2,6 +2,7 @@
 (threads that sleep each trial's duration) with a real in-memory study."""
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from typing import Any
@@ -141,3 +142,28 @@ def test_an_interrupt_while_preparing_abandons_the_asked_trials_not_yet_started_
     with pytest.raises(KeyboardInterrupt):
         inflight.run(hooks, inflight.InFlight(Fake({0: 0.5}).run_batch, 3), 0)
     assert sorted(t.number for t in abandoned) == [0, 1, 2]
+
+
+def test_a_trial_that_ended_while_the_slot_was_refilled_is_told_before_the_outputs_are_written():
+    """The outputs take seconds (trials.csv, best_launch.sh, the report): a trial already ended is told first."""
+    study = optuna.create_study(direction="maximize")
+    fake, told, told_at, shows = Fake({0: 0.05, 1: 0.15, 2: 2.0, 3: 2.0}), [], {}, []
+    base = sweep(study, 4, told, [])
+    tell = base.tell
+
+    def timed_tell(trial: optuna.Trial, ret: Any, result: TrialResult | None) -> results.Told:
+        told_at[trial.number] = time.monotonic()
+        return tell(trial, ret, result)
+
+    def slow_prepare(trial: optuna.Trial) -> tuple[None, list[str]]:
+        time.sleep(0.3)                 # asking and composing the refill takes a moment
+        return None, [str(trial.number)]
+
+    def show() -> None:
+        shows.append(time.monotonic())
+        time.sleep(1.0)
+
+    inflight.run(dataclasses.replace(base, tell=timed_tell, prepare=slow_prepare, show=show),
+                 inflight.InFlight(fake.run_batch, 2), 0)
+    assert told_at[1] - fake.spans[1][1] < 0.5, (told_at[1] - fake.spans[1][1])
+    assert all(s > told_at[1] for s in shows[:1])          # no write came between trial 1's end and its tell

@@ -110,6 +110,10 @@ class InFlight:
         threading.Thread(target=work, name=f"verlsweep-trial-{trial.number}", daemon=True).start()
         self.flights.append(Flight(trial, job_idx, future, slot))
 
+    def ready(self) -> bool:
+        """A trial in flight has ended and waits to be told."""
+        return any(f.future.done() for f in self.flights)
+
     def wait(self, timeout: float | None = None) -> list[tuple[optuna.Trial, Any, TrialResult | None]]:
         """The trials that ended (at least one unless `timeout`), in the order they were started: each
         with its JobReturn, or with a crash result when the launcher raised."""
@@ -170,7 +174,8 @@ def run(sweep: Sweep, flights: InFlight, first_job_idx: int) -> int:
                     job_idx += 1
                 if asked and flights.free and not stop:
                     continue            # proposals told without a launch left slots free: ask again
-            if unshown:
+            # the outputs take seconds: a trial that has ended meanwhile is told (and its slot refilled) first
+            if unshown and not flights.ready():
                 sweep.show()
                 unshown = False
             if not flights:
