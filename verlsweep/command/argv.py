@@ -6,6 +6,7 @@ MissingConfigException); a near miss such as `hardware=a2_64G` deserves the clos
 """
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
@@ -32,9 +33,15 @@ def _searchpath(argv: list[str]) -> list[str]:
 def group_options(conf_dir: Path, argv: list[str] | None = None) -> dict[str, list[str]]:
     """Config group -> its options, as Hydra finds them from `conf_dir` (the search spaces and the user's
     config dirs included, with a `hydra.searchpath=` of `argv`); Hydra's own groups excluded."""
+    return dict(_group_options(conf_dir, tuple(_searchpath(argv or []))))
+
+
+@functools.lru_cache(maxsize=4)
+def _group_options(conf_dir: Path, searchpath: tuple[str, ...]) -> dict[str, list[str]]:
+    """Cached: each check of the command line asks, and each answer loads Hydra's config repository."""
     from verlsweep import ROOT_CONFIG
 
-    return hydra_group_options(conf_dir, ROOT_CONFIG, _searchpath(argv or []))
+    return hydra_group_options(conf_dir, ROOT_CONFIG, list(searchpath))
 
 
 def group_typos(argv: list[str], conf_dir: Path) -> list[str]:
@@ -128,3 +135,44 @@ def renamed_groups(argv: list[str]) -> tuple[list[str], list[str]]:
             notes.append(f"group `{group}` is now `{new}`: read {group}=... as {new}=...")
         out.append(a)
     return out, notes
+
+
+_MULTIRUN = ("-m", "--multirun")
+_JOINED_M = re.compile(r"^-m([A-Za-z_+~][^=\s]*=.*)$")
+
+
+def joined_multirun(argv: list[str]) -> list[str]:
+    """`-mhardware=a3_64g`: argparse reads it as -m with a value and answers with a riddle about --help."""
+    return [f"{a}: -m and the overrides are separate arguments: -m {m.group(1)}"
+            for a in argv if (m := _JOINED_M.match(a))]
+
+
+SWEEPER_PREFIX = "hydra.sweeper."
+
+
+def sweep_without_multirun(argv: list[str]) -> list[str]:
+    """hydra.sweeper.* set without -m: Hydra runs one job and the sweeper settings do nothing. Refused
+    (exit 2) rather than warned: the single run may be an hour of a real trainer."""
+    if any(a in _MULTIRUN for a in argv):
+        return []
+    keys = [a for a in argv if a.lstrip("+~").startswith(SWEEPER_PREFIX)]
+    if not keys:
+        return []
+    return [f"{keys[0]}: sweeper settings take effect in a sweep only, and a sweep needs -m: python sweep.py -m "
+            f"{' '.join(argv)} (without -m this would run one trial)"]
+
+
+def key_typos(argv: list[str], conf_dir: Path) -> list[str]:
+    """Misspelt keys on the command line and config files that are not valid YAML
+    (verlsweep.command.cli_keys), with the config composed from `conf_dir` as Hydra would."""
+    from verlsweep import ROOT_CONFIG
+    from verlsweep.command import cli_keys, config_store
+
+    config_store.register()       # the open `verl:` node conf/sweep.yaml composes with
+    if any(a.startswith(_OTHER_DIRS) for a in argv):
+        return []
+    try:
+        groups = group_options(conf_dir, argv)
+    except HydraException:
+        return []
+    return cli_keys.check(argv, conf_dir, ROOT_CONFIG, groups)

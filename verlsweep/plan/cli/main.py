@@ -53,20 +53,37 @@ def _table_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _override_problems(overrides: list[str]) -> list[str]:
+    """The overrides checked as `python sweep.py` checks its command line (verlsweep.command.argv)."""
+    from verlsweep import CONF_DIR
+    from verlsweep.command import argv as cli_args
+
+    return cli_args.group_typos(overrides, CONF_DIR) or cli_args.key_typos(overrides, CONF_DIR)
+
+
 def cmd_table(argv: list[str]) -> int:
+    from hydra.errors import HydraException
+
     from verlsweep.command.compose import compose_config
     from verlsweep.command.topology import tp_choices
+    from verlsweep.common.errors import ConfigError
     from verlsweep.plan.cli.table import DEFAULT_UTILS, grid, render
     from verlsweep.plan.predictor.inputs import from_cfg
     from verlsweep.plan.predictor.trial_spec import NotPlannable
     from verlsweep.plan.predictor.verdict import load_calibration
 
     args = _table_parser().parse_args(argv)
-    cfg = compose_config(args.overrides)
+    problems, cfg = _override_problems(args.overrides), None
     try:
-        inp = from_cfg(cfg)
-    except NotPlannable as exc:
-        print(f"verlsweep.plan: {exc}", file=sys.stderr)
+        cfg = None if problems else compose_config(args.overrides)
+    except HydraException as exc:        # Hydra's message names the override (its grammar, a missing group)
+        problems = [str(exc)]
+    try:
+        inp = from_cfg(cfg) if cfg is not None else None
+    except (NotPlannable, ConfigError) as exc:
+        problems = [str(exc)]
+    if problems or cfg is None or inp is None:
+        sys.stderr.write("".join(f"verlsweep.plan: {p}\n" for p in problems))
         return 2
     cal = load_calibration(cfg)
     start = time.perf_counter()

@@ -22,16 +22,24 @@ FORWARD_MODES = ("overrides", "all")
 class ScriptRunner(ProcessRunner):
     name = "script"
 
+    def problems(self, spec: RunSpec) -> list[Problem]:
+        runner = spec.options
+        assert isinstance(runner, ScriptRunnerConfig)
+        found = []
+        if not runner.script or not Path(runner.script).is_file():
+            found.append(Problem("runner.script", runner.script, "path of an existing recipe script: "
+                                 "runner.script=/path/to/run_recipe.sh (or set VERLSWEEP_RECIPE_SCRIPT)"))
+        if runner.forward not in FORWARD_MODES:
+            found.append(Problem("runner.forward", runner.forward, f"one of {', '.join(FORWARD_MODES)}"))
+        return found
+
     def command(self, spec: RunSpec) -> tuple[list[str], dict[str, str]]:
         runner = spec.options
         assert isinstance(runner, ScriptRunnerConfig)
-        script = runner.script
-        if not script or not Path(script).is_file():
-            raise ConfigError([Problem("runner.script", script, "path of an existing recipe script "
-                                       "(or set VERLSWEEP_RECIPE_SCRIPT)")])
-        mode = runner.forward
-        if mode not in FORWARD_MODES:
-            raise ConfigError([Problem("runner.forward", mode, f"one of {', '.join(FORWARD_MODES)}")])
+        if found := self.problems(spec):
+            raise ConfigError(found)
+        script, mode = runner.script, runner.forward
+        assert script is not None
 
         env_map = runner.env_map
         composed = spec.verl
