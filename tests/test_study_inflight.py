@@ -141,3 +141,11 @@ def test_an_interrupt_while_preparing_abandons_the_asked_trials_not_yet_started_
     with pytest.raises(KeyboardInterrupt):
         inflight.run(hooks, inflight.InFlight(Fake({0: 0.5}).run_batch, 3), 0)
     assert sorted(t.number for t in abandoned) == [0, 1, 2]
+
+
+def test_parallel_jobs_on_the_basic_launcher_get_one_line_naming_the_launcher_to_use():
+    from verlsweep.study.inflight import one_at_a_time
+
+    note = one_at_a_time(3, BasicLauncher)
+    assert note is not None and "one trial at a time" in note and "hydra/launcher=joblib" in note
+    assert one_at_a_time(1, BasicLauncher) is None and one_at_a_time(3, JoblibLauncher) is None

@@ -142,9 +142,15 @@ _JOINED_M = re.compile(r"^-m([A-Za-z_+~][^=\s]*=.*)$")
 
 
 def joined_multirun(argv: list[str]) -> list[str]:
-    """`-mhardware=a3_64g`: argparse reads it as -m with a value and answers with a riddle about --help."""
-    return [f"{a}: -m and the overrides are separate arguments: -m {m.group(1)}"
-            for a in argv if (m := _JOINED_M.match(a))]
+    """`-mhardware=a3_64g`: argparse reads it as -m with a value and answers with a riddle about --help;
+    -m after an override: argparse calls the overrides after it "unrecognized arguments"."""
+    out = [f"{a}: -m and the overrides are separate arguments: -m {m.group(1)}"
+           for a in argv if (m := _JOINED_M.match(a))]
+    flag = next((i for i, a in enumerate(argv) if a in _MULTIRUN), None)
+    if flag is not None and any("=" in a and not a.startswith("-") for a in argv[:flag]):
+        rest = [a for a in argv if a not in _MULTIRUN]
+        out.append(f"{argv[flag]} after an override: options go first, python sweep.py {argv[flag]} {' '.join(rest)}")
+    return out
 
 
 SWEEPER_PREFIX = "hydra.sweeper."
