@@ -39,7 +39,7 @@ def check_argv() -> None:
     sys.argv[1:], notes = cli_args.renamed_groups(sys.argv[1:])
     sys.stderr.write("".join(f"verlsweep: {n}\n" for n in notes))
     argv = sys.argv[1:]
-    problems = cli_args.joined_multirun(argv)
+    problems = cli_args.joined_multirun(argv) + cli_args.grammar_errors(argv)
     if not problems:
         problems = (cli_args.moved(argv) + cli_args.group_typos(argv, CONF_DIR)
                     + cli_args.sweep_without_multirun(argv))

@@ -52,3 +52,11 @@ def test_sweeper_settings_without_m_are_refused_with_the_command_to_type():
     assert said.startswith("hydra.sweeper.n_trials=5: ") and "python sweep.py -m runner=estimate" in said
     assert sweep_without_multirun(["-m", "hydra.sweeper.n_trials=5"]) == []
     assert sweep_without_multirun(["hydra.sweep.dir=x", "trial.steps=2"]) == []
+
+
+def test_an_override_hydra_cannot_parse_is_named_with_hydras_reason_and_options_values_are_not_overrides():
+    from verlsweep.command.argv import grammar_errors
+
+    (said,) = grammar_errors(["--cfg", "job", "frobnicate"])
+    assert said.startswith("frobnicate: not an override Hydra can read (missing EQUAL at '<EOF>'); write key=value")
+    assert grammar_errors(["--info", "defaults", "-cn", "other", "trial.steps=3", "-m", "x=choice(1,2)"]) == []

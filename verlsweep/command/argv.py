@@ -153,6 +153,43 @@ def joined_multirun(argv: list[str]) -> list[str]:
     return out
 
 
+# Hydra's options that take a value (hydra/_internal/utils.py get_args_parser); --info's is optional
+_VALUED = ("--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn", "--config-dir", "-cd",
+           "--experimental-rerun")
+_INFO = ("--info", "-i")
+_INFO_VALUES = ("all", "config", "defaults", "defaults-tree", "plugins", "searchpath")
+
+
+def overrides_of(argv: list[str]) -> list[str]:
+    """The overrides among Hydra's command-line arguments (options and their values left out)."""
+    out = []
+    for i, arg in enumerate(argv):
+        before = argv[i - 1] if i else ""
+        if arg.startswith("-") or before in _VALUED or (before in _INFO and arg in _INFO_VALUES):
+            continue
+        out.append(arg)
+    return out
+
+
+def grammar_errors(argv: list[str]) -> list[str]:
+    """Overrides Hydra's grammar rejects (`frobnicate`, `trial.steps=[1`), with Hydra's own reason: Hydra
+    says it with exit 1, as if the program had failed."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    out = []
+    parser = OverridesParser.create()
+    for arg in overrides_of(argv):
+        try:
+            parser.parse_overrides([arg])
+        except OverrideParseException as exc:
+            reason = " ".join(line for line in str(exc).splitlines()
+                              if not line.startswith(("See ", "Error parsing override")))
+            out.append(f"{arg}: not an override Hydra can read ({reason}); write key=value, "
+                       f"e.g. trial.steps=3 (grammar: https://hydra.cc/docs/advanced/override_grammar/basic/)")
+    return out
+
+
 SWEEPER_PREFIX = "hydra.sweeper."
 
 
