@@ -43,6 +43,9 @@ def test_m_joined_to_an_override_or_after_one_says_how_to_write_it():
     (late,) = joined_multirun(["runner=estimate", "-m", "trial.steps=2"])
     assert late.endswith("python sweep.py -m runner=estimate trial.steps=2")
     assert joined_multirun(["-m", "runner=estimate"]) == [] and joined_multirun(["--cfg", "job"]) == []
+    assert joined_multirun(["runner=estimate", "-m"]) == []          # argparse reads -m last as it is
+    (both,) = joined_multirun(["--cfg", "job", "hardware=a2_64g", "-m"])
+    assert both.startswith("-m with --cfg: Hydra does one of them")
 
 
 def test_sweeper_settings_without_m_are_refused_with_the_command_to_type():

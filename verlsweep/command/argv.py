@@ -138,18 +138,26 @@ def renamed_groups(argv: list[str]) -> tuple[list[str], list[str]]:
 
 
 _MULTIRUN = ("-m", "--multirun")
+_SHOW = ("--cfg", "-c", "--info", "-i", "--shell-completion", "-sc")
 _JOINED_M = re.compile(r"^-m([A-Za-z_+~][^=\s]*=.*)$")
 
 
 def joined_multirun(argv: list[str]) -> list[str]:
     """`-mhardware=a3_64g`: argparse reads it as -m with a value and answers with a riddle about --help;
-    -m after an override: argparse calls the overrides after it "unrecognized arguments"."""
+    -m between overrides: argparse calls the overrides after it "unrecognized arguments" (-m last is fine)."""
     out = [f"{a}: -m and the overrides are separate arguments: -m {m.group(1)}"
            for a in argv if (m := _JOINED_M.match(a))]
     flag = next((i for i, a in enumerate(argv) if a in _MULTIRUN), None)
-    if flag is not None and any("=" in a and not a.startswith("-") for a in argv[:flag]):
+    def has_override(args: list[str]) -> bool:
+        return any("=" in a and not a.startswith("-") for a in args)
+
+    if flag is not None and has_override(argv[:flag]) and has_override(argv[flag + 1:]):
         rest = [a for a in argv if a not in _MULTIRUN]
         out.append(f"{argv[flag]} after an override: options go first, python sweep.py {argv[flag]} {' '.join(rest)}")
+    shown = next((a for a in argv if a in _SHOW), None)
+    if flag is not None and shown is not None:       # Hydra raises a ValueError, with its traceback
+        out.append(f"{argv[flag]} with {shown}: Hydra does one of them; drop {argv[flag]} to see the config, "
+                   f"{shown} to sweep")
     return out
 
 
