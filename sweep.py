@@ -47,7 +47,7 @@ def check_argv() -> None:
         if conflict:
             problems.append(conflict)
     if not problems:          # composes the config: only once the choices it is composed with are known good
-        problems = cli_args.key_typos(argv, CONF_DIR)
+        problems = cli_args.key_typos(argv, CONF_DIR, run_dir=True)
     if problems:
         sys.stderr.write("".join(f"verlsweep: {p}\n" for p in problems))
         raise SystemExit(2)

@@ -48,3 +48,14 @@ def test_a_yaml_syntax_error_is_its_file_and_line_and_another_failure_is_left_to
     said = yaml_problem(wrapped)
     assert said is not None and said.startswith(f"{bad}, line 3: not valid YAML: ")
     assert yaml_problem(RuntimeError("a missing group")) is None
+
+
+def test_a_single_runs_output_root_that_cannot_hold_its_run_dir_is_named(composed, tmp_path):
+    from verlsweep.command.cli_keys import run_dir_problems
+
+    cfg, _ = composed
+    (tmp_path / "a_file").write_text("")
+    (said,) = run_dir_problems([f"paths.output_root={tmp_path / 'a_file'}"], cfg)
+    assert said.startswith(f"paths.output_root='{tmp_path / 'a_file'}': ") and "is a file" in said
+    assert run_dir_problems(["-m", f"paths.output_root={tmp_path / 'a_file'}"], cfg) == []     # the sweeper's
+    assert run_dir_problems([f"paths.output_root={tmp_path / 'out'}"], cfg) == []

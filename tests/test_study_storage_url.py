@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from verlsweep.study.storage_url import KEY, problems, writable_dir
+from verlsweep.common.files import writable_dir
+from verlsweep.study.storage_url import KEY, problems
 
 
 @pytest.mark.parametrize("url, says", [

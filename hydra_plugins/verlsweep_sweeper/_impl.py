@@ -29,6 +29,7 @@ from verlsweep.command.overrides import flatten
 from verlsweep.command.suggest import did_you_mean
 from verlsweep.common import moved_keys
 from verlsweep.common.errors import ConfigError, Problem, full_traceback_wanted
+from verlsweep.common.files import writable_dir
 from verlsweep.config.node import convert
 from verlsweep.study import create, inflight, peer_compat, storage_url
 from verlsweep.study import space as _space
@@ -177,9 +178,9 @@ class VerlSweepImpl(Sweeper):
         assert self.config is not None
         root = OmegaConf.select(self.config, "paths.output_root", default=None)
         if root is not None and self.sweep_dir.is_relative_to(str(root)):
-            return storage_url.writable_dir("paths.output_root", str(root), self.sweep_dir,
+            return writable_dir("paths.output_root", str(root), self.sweep_dir,
                                             "a directory for the sweep dirs (hydra.sweep.dir)")
-        return storage_url.writable_dir("hydra.sweep.dir", str(self.sweep_dir), self.sweep_dir, "the sweep dir")
+        return writable_dir("hydra.sweep.dir", str(self.sweep_dir), self.sweep_dir, "the sweep dir")
 
     def _group_options(self, key: str) -> list[str]:
         """The options of config group `key` ([] when it is not one). Each question to Hydra's config

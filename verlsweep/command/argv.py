@@ -213,9 +213,10 @@ def sweep_without_multirun(argv: list[str]) -> list[str]:
             f"{' '.join(argv)} (without -m this would run one trial)"]
 
 
-def key_typos(argv: list[str], conf_dir: Path) -> list[str]:
+def key_typos(argv: list[str], conf_dir: Path, run_dir: bool = False) -> list[str]:
     """Misspelt keys on the command line and config files that are not valid YAML
-    (verlsweep.command.cli_keys), with the config composed from `conf_dir` as Hydra would."""
+    (verlsweep.command.cli_keys), with the config composed from `conf_dir` as Hydra would; `run_dir`:
+    and the output root of a single run's dir (sweep.py's)."""
     from verlsweep import ROOT_CONFIG
     from verlsweep.command import cli_keys, config_store
 
@@ -226,4 +227,4 @@ def key_typos(argv: list[str], conf_dir: Path) -> list[str]:
         groups = group_options(conf_dir, argv)
     except HydraException:
         return []
-    return cli_keys.check(argv, conf_dir, ROOT_CONFIG, groups)
+    return cli_keys.check(argv, conf_dir, ROOT_CONFIG, groups, run_dir=run_dir)

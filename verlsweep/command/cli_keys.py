@@ -16,6 +16,7 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from verlsweep.command.suggest import close_matches
+from verlsweep.common.files import writable_dir
 
 _OVERRIDE = re.compile(r"^(?P<prefix>[+~]*)(?P<key>[A-Za-z_][\w.@/-]*)=(?P<value>.*)$")
 _SWEEP_VALUE = re.compile(r"^\w+\(|,")          # choice(...), range(...), a comma list: a sweep's
@@ -125,9 +126,11 @@ def _missing(arg: str, key: str, value: str, cfg: DictConfig, roots: list[str]) 
     return None
 
 
-def check(argv: list[str], conf_dir: Path, root_config: str, groups: dict[str, list[str]]) -> list[str]:
-    """The command line's misspelt keys and a config file's YAML error, as messages ([]: compose as usual).
-    A compose that fails otherwise is left to Hydra, whose message follows."""
+def check(argv: list[str], conf_dir: Path, root_config: str, groups: dict[str, list[str]],
+          run_dir: bool = False) -> list[str]:
+    """The command line's misspelt keys and a config file's YAML error, as messages ([]: compose as usual);
+    `run_dir`: and the output root a single run's dir goes in. A compose that fails otherwise is left to
+    Hydra, whose message follows."""
     from verlsweep.command.hydra_compose import compose_dir
 
     if not any(not a.startswith("-") and "=" in a for a in argv):
@@ -137,4 +140,21 @@ def check(argv: list[str], conf_dir: Path, root_config: str, groups: dict[str, l
     except Exception as exc:  # noqa: BLE001 - Hydra's compose errors are many kinds; only YAML's is ours
         problem = yaml_problem(exc)
         return [problem] if problem else []
-    return key_problems(argv, cfg, groups)
+    problems = key_problems(argv, cfg, groups)
+    return problems or (run_dir_problems(argv, cfg) if run_dir else [])
+
+
+def run_dir_problems(argv: list[str], cfg: DictConfig) -> list[str]:
+    """A single run's output root that cannot hold its run dir: Hydra would fail making
+    `<paths.output_root>/runs/<time>` with a traceback, before the task starts."""
+    given = {key: value for _, prefix, key, value in _parsed(argv) if "~" not in prefix}
+    if any(a in ("-m", "--multirun") for a in argv) or "hydra.run.dir" in given:
+        return []                 # a sweep's dir is the sweeper's to check; a run dir of one's own: Hydra's
+    root = given.get("paths.output_root")
+    if root is None:
+        try:
+            root = str(OmegaConf.select(cfg, "paths.output_root"))     # ${oc.env:VERLSWEEP_OUTPUT_ROOT,outputs}
+        except Exception:  # noqa: BLE001 - an interpolation that does not resolve: the task names it
+            return []
+    found = writable_dir("paths.output_root", root, Path(root) / "runs", "a directory for the run dirs (hydra.run.dir)")
+    return [str(p) for p in found]

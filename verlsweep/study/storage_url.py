@@ -8,10 +8,10 @@ create_engine, whose dialect imports its driver: sqlalchemy/engine/create.py) wi
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from verlsweep.common.errors import Problem
+from verlsweep.common.files import writable_dir
 
 KEY = "hydra.sweeper.storage"
 SQLITE_FORM = "sqlite:///relative/path.db or sqlite:////absolute/path.db"
@@ -46,18 +46,4 @@ def problems(url: str) -> list[Problem]:
         return []
     if not url.startswith("sqlite:///"):
         return [Problem(KEY, url, f"a sqlite file: {SQLITE_FORM} (three slashes, then the path)")]
-    return writable_dir(KEY, url, Path(parsed.database).parent, "the sqlite file's directory")
-
-
-def writable_dir(key: str, value: str, path: Path, what: str) -> list[Problem]:
-    """`path` exists and can be written, or can be made: its nearest existing parent is a writable dir."""
-    nearest = path
-    while not nearest.exists() and nearest != nearest.parent:
-        nearest = nearest.parent
-    if key == KEY and nearest != path:
-        return [Problem(key, value, f"{what} to exist: {path} does not (mkdir -p {path})")]
-    if not nearest.is_dir():
-        return [Problem(key, value, f"{what}: {nearest} is a file, not a directory")]
-    if not os.access(nearest, os.W_OK | os.X_OK):
-        return [Problem(key, value, f"{what} writable: {nearest} is not (pick another dir, or chmod)")]
-    return []
+    return writable_dir(KEY, url, Path(parsed.database).parent, "the sqlite file's directory", must_exist=True)
