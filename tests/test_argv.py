@@ -33,3 +33,33 @@ def test_the_basic_sweeper_composes_without_our_sweepers_keys():
     assert (ours.direction, ours.storage) == ("maximize", "sqlite:///verlsweep-optuna.db")
     basic = compose_dir(CONF_DIR, "sweep", ["hydra/sweeper=basic", "~space"], return_hydra_config=True).hydra.sweeper
     assert "direction" not in basic and basic._target_.endswith("BasicSweeper")
+
+
+def test_m_joined_to_an_override_or_after_one_says_how_to_write_it():
+    from verlsweep.command.argv import joined_multirun
+
+    assert joined_multirun(["-mhardware=a3_64g"]) == [
+        "-mhardware=a3_64g: -m and the overrides are separate arguments: -m hardware=a3_64g"]
+    (late,) = joined_multirun(["runner=estimate", "-m", "trial.steps=2"])
+    assert late.endswith("python sweep.py -m runner=estimate trial.steps=2")
+    assert joined_multirun(["-m", "runner=estimate"]) == [] and joined_multirun(["--cfg", "job"]) == []
+    assert joined_multirun(["runner=estimate", "-m"]) == []          # argparse reads -m last as it is
+    (both,) = joined_multirun(["--cfg", "job", "hardware=a2_64g", "-m"])
+    assert both.startswith("-m with --cfg: Hydra does one of them")
+
+
+def test_sweeper_settings_without_m_are_refused_with_the_command_to_type():
+    from verlsweep.command.argv import sweep_without_multirun
+
+    (said,) = sweep_without_multirun(["runner=estimate", "hydra.sweeper.n_trials=5"])
+    assert said.startswith("hydra.sweeper.n_trials=5: ") and "python sweep.py -m runner=estimate" in said
+    assert sweep_without_multirun(["-m", "hydra.sweeper.n_trials=5"]) == []
+    assert sweep_without_multirun(["hydra.sweep.dir=x", "trial.steps=2"]) == []
+
+
+def test_an_override_hydra_cannot_parse_is_named_with_hydras_reason_and_options_values_are_not_overrides():
+    from verlsweep.command.argv import grammar_errors
+
+    (said,) = grammar_errors(["--cfg", "job", "frobnicate"])
+    assert said.startswith("frobnicate: not an override Hydra can read (missing EQUAL at '<EOF>'); write key=value")
+    assert grammar_errors(["--info", "defaults", "-cn", "other", "trial.steps=3", "-m", "x=choice(1,2)"]) == []

@@ -115,11 +115,14 @@ def test_the_estimate_runner_measures_the_prepared_verdict_not_its_own(tmp_path)
 
 
 def test_a_config_outside_the_planner_is_refused_by_runner_estimate_with_the_planners_reason(tmp_path):
-    prepared = prepare(compose_config([*ESTIMATE, f"{ROLLOUT}.name=sglang"]), overrides=[])
+    cfg = compose_config([*ESTIMATE, f"{ROLLOUT}.name=sglang"])
+    prepared = prepare(cfg, overrides=[], dry=True)          # a dry run shows the command all the same
     assert prepared.clearance.memory is None and "vLLM" in prepared.clearance.unplannable
     with pytest.raises(ConfigError, match="runner.name") as err:
         prepared.runner.run(prepared.spec, NullReporter(), {TRIAL_DIR_ENV: str(tmp_path)})
     assert prepared.clearance.unplannable in str(err.value)
+    with pytest.raises(ConfigError, match="the planner models vLLM only"):
+        prepare(cfg, overrides=[])        # before a run, a monitor or a study starts
 
 
 def test_dry_run_and_check_fixed_plan_once(plans, tmp_path, monkeypatch, capsys):

@@ -167,3 +167,11 @@ def test_a_trial_that_ended_while_the_slot_was_refilled_is_told_before_the_outpu
                  inflight.InFlight(fake.run_batch, 2), 0)
     assert told_at[1] - fake.spans[1][1] < 0.5, (told_at[1] - fake.spans[1][1])
     assert all(s > told_at[1] for s in shows[:1])          # no write came between trial 1's end and its tell
+
+
+def test_parallel_jobs_on_the_basic_launcher_get_one_line_naming_the_launcher_to_use():
+    from verlsweep.study.inflight import one_at_a_time
+
+    note = one_at_a_time(3, BasicLauncher)
+    assert note is not None and "one trial at a time" in note and "hydra/launcher=joblib" in note
+    assert one_at_a_time(1, BasicLauncher) is None and one_at_a_time(3, JoblibLauncher) is None

@@ -26,6 +26,7 @@ from verlsweep.command import knobs as knobs_mod
 from verlsweep.command import recipe_config, recipe_launch
 from verlsweep.command.compose import Command, build_command
 from verlsweep.command.launch_script import render_script, script_defaults
+from verlsweep.common.errors import ConfigError
 from verlsweep.config import Hardware, MonitorConfig, TaskConfig, read
 from verlsweep.plan.predictor import ray_demand
 from verlsweep.trial.runners import get_runner
@@ -104,6 +105,8 @@ def prepare(cfg: DictConfig, *, dry: bool = False, overrides: list[str] | None =
         trial_number=task.trial.number, options=task.runner, verl=task.verl,
         knobs=tuple(knobs_mod.knobs(cfg, jobs, prefixes=("verl.",))), log_tail_lines=task.tracking.log_tail_lines,
     )
+    if not dry and (found := runner.problems(spec)):
+        raise ConfigError(found)     # before the caller starts a run, a monitor or a study
     from verlsweep.tracking.store import tracking_uri  # mlflow is imported only when prepared
 
     return PreparedTrial(

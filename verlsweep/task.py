@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import sys
 import time
 from collections.abc import Collection, Mapping
@@ -351,6 +352,25 @@ def is_multirun() -> bool:
 
 
 def exit_on_config_error(exc: ConfigError) -> None:
-    """A single run ends with the message alone (exit 2), no traceback: it is the user's input."""
+    """A single run ends with the message alone (exit 2), no traceback: it is the user's input. The
+    run's dir Hydra made before the task started goes too: a refused command leaves nothing behind."""
     sys.stderr.write(f"verlsweep: {exc}\n")
+    _remove_refused_run_dir()
     raise SystemExit(2)
+
+
+HYDRA_OWN = (".hydra",)      # what Hydra writes into a run's dir before the task (and its job log, *.log)
+
+
+def _remove_refused_run_dir() -> None:
+    """The single run's dir, when it holds only what Hydra wrote, and the parents it leaves empty
+    (outputs/runs/)."""
+    out = output_dir()
+    if is_multirun() or not out.is_dir() or any(p.name not in HYDRA_OWN and p.suffix != ".log" for p in out.iterdir()):
+        return
+    shutil.rmtree(out, ignore_errors=True)
+    for parent in (out.parent, out.parent.parent):
+        try:
+            parent.rmdir()           # only when empty
+        except OSError:
+            break

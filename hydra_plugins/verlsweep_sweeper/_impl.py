@@ -31,8 +31,9 @@ from verlsweep.command.overrides import flatten
 from verlsweep.command.suggest import did_you_mean
 from verlsweep.common import moved_keys
 from verlsweep.common.errors import ConfigError, Problem, full_traceback_wanted
+from verlsweep.common.files import writable_dir
 from verlsweep.config.node import convert
-from verlsweep.study import create, inflight, peer_compat
+from verlsweep.study import create, inflight, peer_compat, storage_url
 from verlsweep.study import space as _space
 from verlsweep.study.hooks import AppHooks, TaskHooks, is_own_task
 from verlsweep.study.loop import Loop, Search
@@ -199,6 +200,8 @@ class VerlSweepImpl(Sweeper):
         problems += peer_compat.check_rate(s.max_failure_rate)
         schedule, refused = inflight.choose(s.schedule, s.n_jobs, type(self.launcher))
         problems += refused
+        if note := inflight.one_at_a_time(s.n_jobs, type(self.launcher)):
+            sys.stderr.write(f"verlsweep: {note}\n")
         directions, objectives = create.directions_and_objectives(s.direction, hooks.objectives)
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
         cwd = Path(str(OmegaConf.select(self.config, "hydra.runtime.cwd", default=".")))
@@ -212,11 +215,24 @@ class VerlSweepImpl(Sweeper):
                                     "at least one swept param (choice/range/interval), e.g. space=rollout_memory"))
         problems += _space.check(space, self.config, self._group_options)
         problems += hooks.check(space, s.n_jobs, schedule)
+        if not hooks.dry_run:      # a dry run keeps its study in memory; its sweep dir is checked as well
+            problems += storage_url.problems(storage) if storage else []
+        problems += self._sweep_dir_problems()
         if problems:
             raise SearchSpaceError(problems)
         given = {a.split("=", 1)[0] for a in arguments}
         params_fixed = [f"{k}={v}" for k, v in space.fixed.items() if k in params and k not in given]
         return Search(space, directions, objectives, params_fixed, schedule)
+
+    def _sweep_dir_problems(self) -> list[Problem]:
+        """The sweep dir can be made and written; named by paths.output_root when it lies there (the
+        dir's own name has the time in it)."""
+        assert self.config is not None
+        root = OmegaConf.select(self.config, "paths.output_root", default=None)
+        if root is not None and self.sweep_dir.is_relative_to(str(root)):
+            return writable_dir("paths.output_root", str(root), self.sweep_dir,
+                                            "a directory for the sweep dirs (hydra.sweep.dir)")
+        return writable_dir("hydra.sweep.dir", str(self.sweep_dir), self.sweep_dir, "the sweep dir")
 
     def _group_options(self, key: str) -> list[str]:
         """The options of config group `key` ([] when it is not one). Each question to Hydra's config
@@ -256,7 +272,10 @@ class VerlSweepImpl(Sweeper):
         with read_write(cfg), open_dict(cfg):
             task_overrides = list(OmegaConf.select(cfg, "hydra.overrides.task", default=[]) or [])
             del cfg["hydra"]          # the task's view, as Hydra's run_job hands it to the task
-        recipe_config.apply(cfg, task_overrides)   # a recipe script's own config, the command line's knobs
+        try:
+            recipe_config.apply(cfg, task_overrides)   # a recipe script's own config, the command line's knobs
+        except ConfigError as exc:                     # no script, or one that never launches verl: every trial
+            raise FixedConfigError(exc.problems) from None
         # a swept knob a recipe script can take neither from a variable it reads nor from "$@"
         routes = recipe_config.route_problems(cfg, list(space.distributions))
         if routes:

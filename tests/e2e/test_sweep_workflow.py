@@ -16,7 +16,7 @@ import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
-from tests.support.trial_helpers import REPO, copy_store, new_mark, run_sweep
+from tests.support.trial_helpers import REPO, copy_store, new_mark, run_sweep, standin_entrypoint, tiny_overrides
 from verlsweep import CONF_DIR
 from verlsweep.common.labels import figure
 from verlsweep.common.names import RESULT_FILE
@@ -143,9 +143,13 @@ def test_hydra_full_error_adds_the_traceback_and_keeps_the_exit_status(tmp_path)
 
 
 @pytest.mark.slow
-def test_a_sweep_stopped_by_consecutive_failures_exits_1_with_the_message_alone(tmp_path, store):
-    proc = sweep(tmp_path, estimate_args(tmp_path, store, "objective.metric=perf/nope", "hydra.sweeper.n_trials=5",
-                                         "hydra.sweeper.max_consecutive_failures=2"))
+def test_a_sweep_stopped_by_consecutive_failures_exits_1_with_the_message_alone(tmp_path, store, tiny_model_dir,
+                                                                                 gsm8k_dir):
+    # trials that crash when they run (the stand-in's crash mode): an input error every trial shares, such
+    # as an objective runner=estimate does not predict, stops the sweep before its study instead (exit 2)
+    proc = sweep(tmp_path, [*tiny_overrides(tiny_model_dir, gsm8k_dir, tmp_path / "out", store), standin_entrypoint(),
+                            "+env.VERL_STANDIN_MODE=crash", "hydra.sweeper.n_trials=5",
+                            "hydra.sweeper.max_consecutive_failures=2"])
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert "verlsweep stopped the sweep: 2 consecutive trials failed" in proc.stderr
     assert "Traceback" not in proc.stderr

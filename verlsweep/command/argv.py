@@ -6,6 +6,7 @@ MissingConfigException); a near miss such as `hardware=a2_64G` deserves the clos
 """
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
@@ -32,9 +33,15 @@ def _searchpath(argv: list[str]) -> list[str]:
 def group_options(conf_dir: Path, argv: list[str] | None = None) -> dict[str, list[str]]:
     """Config group -> its options, as Hydra finds them from `conf_dir` (the search spaces and the user's
     config dirs included, with a `hydra.searchpath=` of `argv`); Hydra's own groups excluded."""
+    return dict(_group_options(conf_dir, tuple(_searchpath(argv or []))))
+
+
+@functools.lru_cache(maxsize=4)
+def _group_options(conf_dir: Path, searchpath: tuple[str, ...]) -> dict[str, list[str]]:
+    """Cached: each check of the command line asks, and each answer loads Hydra's config repository."""
     from verlsweep import ROOT_CONFIG
 
-    return hydra_group_options(conf_dir, ROOT_CONFIG, _searchpath(argv or []))
+    return hydra_group_options(conf_dir, ROOT_CONFIG, list(searchpath))
 
 
 def group_typos(argv: list[str], conf_dir: Path) -> list[str]:
@@ -153,3 +160,96 @@ def recipe_args(argv: list[str]) -> tuple[list[str], list[str]]:
     return out, [f"{g}={next(a.split('=', 1)[1] for a in out if a.lstrip('+').startswith(g + '='))}: a recipe "
                  f"script says its own {g}; drop {g}=... (the script's values are the trial's config)"
                  for g in dict.fromkeys(chosen)]
+
+
+_MULTIRUN = ("-m", "--multirun")
+_SHOW = ("--cfg", "-c", "--info", "-i", "--shell-completion", "-sc")
+_JOINED_M = re.compile(r"^-m([A-Za-z_+~][^=\s]*=.*)$")
+
+
+def joined_multirun(argv: list[str]) -> list[str]:
+    """`-mhardware=a3_64g`: argparse reads it as -m with a value and answers with a riddle about --help;
+    -m between overrides: argparse calls the overrides after it "unrecognized arguments" (-m last is fine)."""
+    out = [f"{a}: -m and the overrides are separate arguments: -m {m.group(1)}"
+           for a in argv if (m := _JOINED_M.match(a))]
+    flag = next((i for i, a in enumerate(argv) if a in _MULTIRUN), None)
+    def has_override(args: list[str]) -> bool:
+        return any("=" in a and not a.startswith("-") for a in args)
+
+    if flag is not None and has_override(argv[:flag]) and has_override(argv[flag + 1:]):
+        rest = [a for a in argv if a not in _MULTIRUN]
+        out.append(f"{argv[flag]} after an override: options go first, python sweep.py {argv[flag]} {' '.join(rest)}")
+    shown = next((a for a in argv if a in _SHOW), None)
+    if flag is not None and shown is not None:       # Hydra raises a ValueError, with its traceback
+        out.append(f"{argv[flag]} with {shown}: Hydra does one of them; drop {argv[flag]} to see the config, "
+                   f"{shown} to sweep")
+    return out
+
+
+# Hydra's options that take a value (hydra/_internal/utils.py get_args_parser); --info's is optional
+_VALUED = ("--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn", "--config-dir", "-cd",
+           "--experimental-rerun")
+_INFO = ("--info", "-i")
+_INFO_VALUES = ("all", "config", "defaults", "defaults-tree", "plugins", "searchpath")
+
+
+def overrides_of(argv: list[str]) -> list[str]:
+    """The overrides among Hydra's command-line arguments (options and their values left out)."""
+    out = []
+    for i, arg in enumerate(argv):
+        before = argv[i - 1] if i else ""
+        if arg.startswith("-") or before in _VALUED or (before in _INFO and arg in _INFO_VALUES):
+            continue
+        out.append(arg)
+    return out
+
+
+def grammar_errors(argv: list[str]) -> list[str]:
+    """Overrides Hydra's grammar rejects (`frobnicate`, `trial.steps=[1`), with Hydra's own reason: Hydra
+    says it with exit 1, as if the program had failed."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    out = []
+    parser = OverridesParser.create()
+    for arg in overrides_of(argv):
+        try:
+            parser.parse_overrides([arg])
+        except OverrideParseException as exc:
+            reason = " ".join(line for line in str(exc).splitlines()
+                              if not line.startswith(("See ", "Error parsing override")))
+            out.append(f"{arg}: not an override Hydra can read ({reason}); write key=value, "
+                       f"e.g. trial.steps=3 (grammar: https://hydra.cc/docs/advanced/override_grammar/basic/)")
+    return out
+
+
+SWEEPER_PREFIX = "hydra.sweeper."
+
+
+def sweep_without_multirun(argv: list[str]) -> list[str]:
+    """hydra.sweeper.* set without -m: Hydra runs one job and the sweeper settings do nothing. Refused
+    (exit 2) rather than warned: the single run may be an hour of a real trainer."""
+    if any(a in _MULTIRUN for a in argv):
+        return []
+    keys = [a for a in argv if a.lstrip("+~").startswith(SWEEPER_PREFIX)]
+    if not keys:
+        return []
+    return [f"{keys[0]}: sweeper settings take effect in a sweep only, and a sweep needs -m: python sweep.py -m "
+            f"{' '.join(argv)} (without -m this would run one trial)"]
+
+
+def key_typos(argv: list[str], conf_dir: Path, run_dir: bool = False) -> list[str]:
+    """Misspelt keys on the command line and config files that are not valid YAML
+    (verlsweep.command.cli_keys), with the config composed from `conf_dir` as Hydra would; `run_dir`:
+    and the output root of a single run's dir (sweep.py's)."""
+    from verlsweep import ROOT_CONFIG
+    from verlsweep.command import cli_keys, config_store
+
+    config_store.register()       # the open `verl:` node conf/sweep.yaml composes with
+    if any(a.startswith(_OTHER_DIRS) for a in argv):
+        return []
+    try:
+        groups = group_options(conf_dir, argv)
+    except HydraException:
+        return []
+    return cli_keys.check(argv, conf_dir, ROOT_CONFIG, groups, run_dir=run_dir)

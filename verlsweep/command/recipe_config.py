@@ -213,8 +213,11 @@ def study_part(cfg: DictConfig) -> str | None:
     """`<script name>-<digest of its captured config>` for a study's default name; None: no script."""
     if not is_recipe(cfg):
         return None
-    script = script_path(OmegaConf.select(cfg, "runner.script", default=None))
-    return f"{re.sub(r'[^A-Za-z0-9_-]', '_', script.stem)}-{digest(capture(script))}"
+    try:
+        script = script_path(OmegaConf.select(cfg, "runner.script", default=None))
+        return f"{re.sub(r'[^A-Za-z0-9_-]', '_', script.stem)}-{digest(capture(script))}"
+    except ConfigError:      # no script to read: the sweeper's check of the fixed config says so, by its key
+        return None
 
 
 def route_problems(cfg: DictConfig, keys: Sequence[str]) -> list[Problem]:

@@ -31,22 +31,32 @@ SLURM_MINUTES = "verlsweep.slurm_minutes"
 SLURM_GRES = "verlsweep.slurm_gres"
 
 
+def _model_config(root: Any) -> Any:
+    """The config whose model the choices are for: a recipe script's own (its model, not the model group's);
+    the composed one where its script cannot be read yet (the sweeper's check of the fixed config says why,
+    naming runner.script, rather than a traceback from inside this interpolation)."""
+    from verlsweep.command.recipe_config import own_config
+    from verlsweep.common.errors import ConfigError
+
+    try:
+        return own_config(root)
+    except ConfigError:
+        return root
+
+
 def tp_choices(*, _root_: Any) -> str:
     """`choice(...)` over the TP sizes the composed hardware x model can run (divisors of the device
     count that split the attention heads), so a search space never proposes a TP the validator rejects."""
-    from verlsweep.command.recipe_config import own_config
     from verlsweep.command.topology import tp_choices as allowed
 
-    # a recipe script's sweep: the script's model, not the model group's
-    return "choice(" + ",".join(str(tp) for tp in allowed(own_config(_root_))) + ")"
+    return "choice(" + ",".join(str(tp) for tp in allowed(_model_config(_root_))) + ")"
 
 
 def sp_choices(*, _root_: Any) -> str:
     """`choice(...)` over the Ulysses SP sizes the composed hardware x model can run (topology.sp_choices)."""
-    from verlsweep.command.recipe_config import own_config
     from verlsweep.command.topology import sp_choices as allowed
 
-    return "choice(" + ",".join(str(sp) for sp in allowed(own_config(_root_))) + ")"
+    return "choice(" + ",".join(str(sp) for sp in allowed(_model_config(_root_))) + ")"
 
 
 def capture_sizes(largest: Any, max_num_seqs: Any, enforce_eager: Any) -> list[int] | None:

@@ -63,6 +63,14 @@ def choose(requested: str, n_jobs: int, launcher: type) -> tuple[str, list[Probl
     return requested, []
 
 
+def one_at_a_time(n_jobs: int, launcher: type) -> str | None:
+    """A note when n_jobs > 1 asks for parallel trials of a launcher that runs one job at a time."""
+    if n_jobs <= 1 or not _names(launcher) & set(IN_PROCESS):
+        return None
+    return (f"hydra.sweeper.n_jobs={n_jobs} with hydra/launcher=basic runs one trial at a time (each job runs "
+            f"in the sweep's own process); for {n_jobs} at once add hydra/launcher=joblib")
+
+
 @dataclass
 class Flight:
     trial: optuna.Trial

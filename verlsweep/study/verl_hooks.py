@@ -138,6 +138,8 @@ class VerlHooks(AppHooks):
 
     def before_study(self, space: _space.SearchSpace, params_fixed: list[str]) -> None:
         self.hydra.check_fixed(space, params_fixed, self.dry_run)
+        if not self.dry_run:      # a server that is down stops the sweep before its study has trials
+            sweep_run.check_store(self.config)
 
     def enqueue(self, study: optuna.Study, space: _space.SearchSpace, sampler: Mapping[str, Any],
                 entries: list[dict[str, Any]]) -> list[dict[str, Any]]:

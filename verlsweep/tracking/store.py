@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -47,6 +48,7 @@ class TrackingUnavailable(ConfigError):
         super().__init__([Problem("tracking.uri", uri,
                                   f"a reachable, writable MLflow tracking store ({reason}); set "
                                   "tracking.uri=... or MLFLOW_TRACKING_URI, or tracking.enabled=false")])
+        self.args = (f"the MLflow tracking store cannot be used, nothing started:\n  - {self.problems[0]}",)
 
 
 def tracking_uri(cfg: Config) -> str:
@@ -97,6 +99,22 @@ def client_for(uri: str):
     return client
 
 
+def check_reachable(uri: str) -> None:
+    """TrackingUnavailable when the store at `uri` cannot be used, found without creating it: a server
+    that does not answer, a sqlite file or file store whose directory is not there. A sweep asks before its
+    study exists, so a dead server leaves no study with waiting trials behind."""
+    parsed = urlparse(uri)
+    if parsed.scheme in ("http", "https"):
+        _probe_http(uri)
+        return
+    path = uri[len("sqlite:///"):] if parsed.scheme == "sqlite" else parsed.path
+    where = Path(path).parent if parsed.scheme == "sqlite" else Path(path)
+    while parsed.scheme == "file" and not where.exists() and where != where.parent:
+        where = where.parent            # a file store's dir is made by MLflow, given a parent that exists
+    if path and not where.is_dir():
+        raise TrackingUnavailable(uri, f"{where} is not a directory (mkdir -p {where})")
+
+
 def _probe_http(uri: str, timeout_s: float = 5.0) -> None:
     """Refuse fast: MLflow's own client retries a dead server for minutes."""
     import requests
@@ -104,7 +122,9 @@ def _probe_http(uri: str, timeout_s: float = 5.0) -> None:
     try:
         requests.get(uri.rstrip("/") + "/health", timeout=timeout_s)
     except requests.RequestException as exc:
-        raise TrackingUnavailable(uri, f"no answer from the server: {exc}") from exc
+        # requests' message nests urllib3's (pool, retries, the connection object); the OS's reason is the news
+        errno = re.search(r"\[Errno -?\d+\] [^\"')]+", str(exc))
+        raise TrackingUnavailable(uri, f"no answer from the server: {errno.group(0) if errno else exc}") from exc
 
 
 def artifact_location(cfg: Config, name: str) -> str | None:

@@ -43,6 +43,12 @@ def enabled(config: DictConfig) -> bool:
     return bool(OmegaConf.select(config, "tracking.enabled", default=False))
 
 
+def check_store(config: DictConfig) -> None:
+    """The tracking store usable, asked before the study exists (store.check_reachable)."""
+    if enabled(config):
+        store.check_reachable(store.tracking_uri(config))
+
+
 def where(config: DictConfig, study_name: str) -> dict[str, str]:
     """{uri, experiment} of the study's runs, kept with the study for `verlsweep.report`."""
     return {"uri": store.tracking_uri(config), "experiment": store.experiment_name(config, study_name)}

@@ -53,7 +53,17 @@ def _table_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _override_problems(overrides: list[str]) -> list[str]:
+    """The overrides checked as `python sweep.py` checks its command line (verlsweep.command.argv)."""
+    from verlsweep import CONF_DIR
+    from verlsweep.command import argv as cli_args
+
+    return cli_args.group_typos(overrides, CONF_DIR) or cli_args.key_typos(overrides, CONF_DIR)
+
+
 def cmd_table(argv: list[str]) -> int:
+    from hydra.errors import HydraException
+
     from verlsweep.command import recipe_config
     from verlsweep.command.argv import recipe_args
     from verlsweep.command.compose import compose_config
@@ -65,20 +75,21 @@ def cmd_table(argv: list[str]) -> int:
     from verlsweep.plan.predictor.verdict import load_calibration
 
     args = _table_parser().parse_args(argv)
-    overrides, refused = recipe_args(args.overrides)       # recipe=run.sh: the script's own config
-    if refused:
-        print("".join(f"verlsweep.plan: {r}\n" for r in refused), end="", file=sys.stderr)
-        return 2
-    cfg = compose_config(overrides)
+    overrides, problems = recipe_args(args.overrides)       # recipe=run.sh: the script's own config
+    problems = problems or _override_problems(overrides)
+    cfg = None
     try:
-        recipe_config.apply(cfg, overrides)
-    except ConfigError as exc:
-        print(f"verlsweep.plan: {exc}", file=sys.stderr)
-        return 2
+        cfg = None if problems else compose_config(overrides)
+    except HydraException as exc:        # Hydra's message names the override (its grammar, a missing group)
+        problems = [str(exc)]
     try:
-        inp = from_cfg(cfg)
-    except NotPlannable as exc:
-        print(f"verlsweep.plan: {exc}", file=sys.stderr)
+        if cfg is not None:
+            recipe_config.apply(cfg, overrides)
+        inp = from_cfg(cfg) if cfg is not None else None
+    except (NotPlannable, ConfigError) as exc:
+        problems = [str(exc)]
+    if problems or cfg is None or inp is None:
+        sys.stderr.write("".join(f"verlsweep.plan: {p}\n" for p in problems))
         return 2
     cal = load_calibration(cfg)
     start = time.perf_counter()

@@ -211,7 +211,8 @@ def _check_numbers(hardware: Hardware) -> None:
     """Every number the planner needs is stated, or NotPlannable naming the missing ones."""
     missing = [f"hardware.{k}" for k in NUMBERS if getattr(hardware, k) is None]
     if missing:
-        raise NotPlannable(f"hardware profile {hardware.name!r} lacks {', '.join(missing)}")
+        raise NotPlannable(f"hardware profile {hardware.name!r} lacks {', '.join(missing)}: add them to its file "
+                           f"(conf/hardware/<name>.yaml; `python -m verlsweep.plan detect` writes them)")
 
 
 def _engines(v: VerlValues) -> str:

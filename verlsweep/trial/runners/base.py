@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from verlsweep.command.compose import Command
+from verlsweep.common.errors import Problem
 from verlsweep.common.result import StepReporter, TrialResult
 from verlsweep.config import Hardware, Limits, Objective, RunnerConfig
 from verlsweep.plan import Preflight, Verdict
@@ -93,6 +94,11 @@ class Runner(Protocol):
     name: str
     needs_files: bool       # its trial reads the model/data paths: they must exist (and its Ray runs here)
     uses_devices: bool      # its trial runs on this machine's accelerators: the device monitor watches them
+
+    def problems(self, spec: RunSpec) -> list[Problem]:
+        """Input this runner cannot run (runner=script without its script), found by prepare() before
+        any run, monitor or study starts."""
+        ...
 
     def run(self, spec: RunSpec, reporter: StepReporter, env: Mapping[str, str]) -> RunOutput:
         ...

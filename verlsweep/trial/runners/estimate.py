@@ -44,17 +44,26 @@ class EstimateRunner:
     needs_files = False          # model/data paths need not exist (build_command require_paths), and no
                                  # Ray starts here, so this machine's CPUs are not checked
 
-    def run(self, spec: RunSpec, reporter: StepReporter, env: Mapping[str, str]) -> RunOutput:
-        started = time.monotonic()
+    def problems(self, spec: RunSpec) -> list[Problem]:
+        """An objective it does not predict, a config the planner cannot model: every such trial would
+        end config_error, so prepare() refuses it before the study (or the single run's MLflow run)."""
         objective = spec.objective
+        found = []
         unknown = [m for m in (objective.metric, *objective.extra) if m not in STEP_METRICS]
         if unknown:
-            raise ConfigError([Problem("objective.metric" if objective.metric in unknown else "objective.extra",
-                                       unknown, f"metrics runner=estimate predicts: {', '.join(STEP_METRICS)}")])
-        verdict = spec.clearance.memory
-        if verdict is None:
-            raise ConfigError([Problem("runner.name", "estimate",
-                                       f"a config the planner models ({spec.clearance.unplannable})")])
+            found.append(Problem("objective.metric" if objective.metric in unknown else "objective.extra",
+                                 unknown, f"metrics runner=estimate predicts: {', '.join(STEP_METRICS)}"))
+        if spec.clearance.memory is None:
+            found.append(Problem("runner.name", "estimate",
+                                 f"a config the planner models ({spec.clearance.unplannable})"))
+        return found
+
+    def run(self, spec: RunSpec, reporter: StepReporter, env: Mapping[str, str]) -> RunOutput:
+        started = time.monotonic()
+        if found := self.problems(spec):
+            raise ConfigError(found)
+        objective, verdict = spec.objective, spec.clearance.memory
+        assert verdict is not None
 
         trial_dir = Path(env.get(TRIAL_DIR_ENV) or ".")
         artifacts = [self._write_plan(trial_dir, verdict)]

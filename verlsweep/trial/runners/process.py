@@ -17,6 +17,7 @@ from pathlib import Path
 
 from verlsweep.command.compose import Command
 from verlsweep.common import crashpoint
+from verlsweep.common.errors import Problem
 from verlsweep.common.names import (
     EXCERPT_FILE,
     FILE_LOGGER_ENV,
@@ -216,6 +217,9 @@ class ProcessRunner:
     def command(self, spec: RunSpec) -> tuple[list[str], dict[str, str]]:
         """The argv to launch and the env it adds (on top of the trial's)."""
         raise NotImplementedError
+
+    def problems(self, spec: RunSpec) -> list[Problem]:
+        return []       # verl's own input is checked when the command is built (verlsweep.command)
 
     def run(self, spec: RunSpec, reporter: StepReporter, env: Mapping[str, str]) -> RunOutput:
         trial_dir = Path(env.get(TRIAL_DIR_ENV) or os.getcwd()).resolve()

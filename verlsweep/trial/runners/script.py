@@ -7,13 +7,24 @@ those variables, the verl argv it launches being the one recorded (and planned) 
 """
 from __future__ import annotations
 
+from verlsweep.command.recipe_capture import script_path
 from verlsweep.common.errors import ConfigError, Problem
+from verlsweep.config import ScriptRunnerConfig
 from verlsweep.trial.runners.base import RunSpec
 from verlsweep.trial.runners.process import ProcessRunner
 
 
 class ScriptRunner(ProcessRunner):
     name = "script"
+
+    def problems(self, spec: RunSpec) -> list[Problem]:
+        runner = spec.options
+        assert isinstance(runner, ScriptRunnerConfig)
+        try:
+            script_path(runner.script)
+        except ConfigError as exc:
+            return exc.problems
+        return []
 
     def command(self, spec: RunSpec) -> tuple[list[str], dict[str, str]]:
         launch = spec.command.script
