@@ -218,7 +218,7 @@ def test_report_html_renders_every_plot_offline_in_a_browser(estimate_sweep, tmp
         browser.wait_for("document.readyState === 'complete'")
         sizes = browser.eval("[...document.querySelectorAll('img.plot')]"
                              ".map(i => [i.alt, i.naturalWidth, i.naturalHeight])")
-        assert [s[0] for s in sizes] == ["history", "util_by_tp", "frontier", "parallel", "importance"]
+        assert [s[0] for s in sizes] == ["history", "util_by_tp", "frontier", "parallel", "importance", "time_split"]
         assert all(w > 100 and h > 100 for _, w, h in sizes), sizes
         browser.eval("document.querySelectorAll('details').forEach(d => d.open = true)")
         assert browser.wait_for("document.querySelectorAll('.plotly-plot .main-svg').length >= 3")
