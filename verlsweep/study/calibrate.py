@@ -12,11 +12,9 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from verlsweep.common.stack import read_stack
 from verlsweep.plan import load_calibration
 from verlsweep.plan.fit import calibration_file
-from verlsweep.plan.fit.stack_calibration import StackCalibration, calibrate
-from verlsweep.tracking.store import tracking_uri
+from verlsweep.plan.fit.stack_calibration import StackCalibration, for_config
 
 log = logging.getLogger("verlsweep.study.calibrate")
 
@@ -29,17 +27,16 @@ def for_sweep(config: DictConfig, sweep_dir: Path) -> tuple[StackCalibration | N
     if not OmegaConf.select(config, "plan.calibrate", default=True):
         log.info("planner calibration off (plan.calibrate=false)")
         return None, None
-    if not OmegaConf.select(config, "tracking.enabled", default=False):
-        return None, None
-    start = load_calibration(config)
     try:
-        result = calibrate(tracking_uri(config), start, read_stack())
+        result = for_config(config)
     except Exception as exc:  # noqa: BLE001 - an unreadable store must not stop the sweep: plan as packaged
         log.warning("planner not calibrated: the tracking store could not be read (%s)", exc)
+        return None, None
+    if result is None:          # tracking off, or no store yet
         return None, None
     log.info("%s", result.line())
     if not result.calibrated:
         return result, None
-    path = calibration_file.write(start, result.calibration.constants, Path(sweep_dir) / FILE_NAME,
+    path = calibration_file.write(load_calibration(config), result.calibration.constants, Path(sweep_dir) / FILE_NAME,
                                   note=result.line())
     return result, path

@@ -21,6 +21,7 @@ import logging
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from verlsweep.common.stack import STACK_TAG, describe, digest
@@ -145,3 +146,34 @@ def calibrate(tracking_uri: str, cal: Calibration, stack: dict[str, str], *, war
     for rid, why in got.skipped.items():
         log.info("stack calibration: run %s not used: %s", rid, why)
     return calibrate_samples(cal, got.samples, got.sample_runs, studies, stack)
+
+
+def store_exists(uri: str) -> bool:
+    """Whether the store at `uri` can hold trials already: a sqlite or file store whose path is missing
+    has none (and opening it would create one where the user only asked for a plan)."""
+    from urllib.parse import urlparse
+
+    parsed = urlparse(uri)
+    if parsed.scheme == "sqlite":
+        return Path(uri[len("sqlite:///"):]).is_file()
+    if parsed.scheme in ("", "file"):
+        return Path(parsed.path or uri).exists()
+    return True
+
+
+def for_config(cfg: Any) -> StackCalibration | None:
+    """The stack calibration a composed config asks for (plan.calibrate, tracking.uri, plan.calibration
+    as the start), read in this process's stack; None when off or there is no store to read."""
+    from omegaconf import OmegaConf
+
+    from verlsweep.common.stack import read_stack
+    from verlsweep.plan.predictor.verdict import load_calibration
+
+    if not OmegaConf.select(cfg, "plan.calibrate", default=True):
+        return None
+    if not OmegaConf.select(cfg, "tracking.enabled", default=False):
+        return None
+    uri = str(OmegaConf.select(cfg, "tracking.uri"))
+    if not store_exists(uri):
+        return None
+    return calibrate(uri, load_calibration(cfg), read_stack())
