@@ -104,7 +104,7 @@ def test_the_table_and_the_export_calibrate_on_this_stacks_trials_only(tmp_path:
     printed = capsys.readouterr().out
     assert f"planner calibrated on 3 trials of 1 study on stack {digest(STACK)}" in printed, printed
     assert load(out).constants.runtime_context_gb > 2.0
-    assert main(["hardware=a3_64g", "--util", "0.5", "--tp", "2"]) == 0
+    assert main(["hardware=a3_64g", "plan.calibrate=true", "--util", "0.5", "--tp", "2"]) == 0
     assert capsys.readouterr().out.startswith("planner calibrated on 3 trials"), "the table's header says so"
     assert main(["hardware=a3_64g", "plan.calibrate=false", "--util", "0.5", "--tp", "2"]) == 0
     assert "calibrated" not in capsys.readouterr().out.splitlines()[0]

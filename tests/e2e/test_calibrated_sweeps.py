@@ -60,7 +60,7 @@ def test_a_second_sweep_on_the_same_stack_plans_with_the_first_ones_trials_and_l
     decoy = sweep(tmp_path, "decoy", store, "hardware=a3_64g", "plan.calibrate=false",
                   "hydra.sweeper.sampler.seed=5", f"hydra.sweeper.n_trials={TRIALS}")
     monkeypatch.setenv(STACK_ENV, STACK_A)
-    first = sweep(tmp_path, "first", store, "hardware=a3_64g", "hydra.sweeper.sampler.seed=7",
+    first = sweep(tmp_path, "first", store, "hardware=a3_64g", "plan.calibrate=true", "hydra.sweeper.sampler.seed=7",
                   "hydra.sweeper.n_trials=10")
     measured = sum(r["outcome"] == "completed" for r in first)
     outcomes = {"first": [r["outcome"] for r in first], "decoy": [r["outcome"] for r in decoy]}
@@ -77,8 +77,8 @@ def test_a_second_sweep_on_the_same_stack_plans_with_the_first_ones_trials_and_l
         own = tmp_path / f"mlflow-{seed}.db"
         shutil.copy(store, own)
         caplog.clear()
-        warm = sweep(tmp_path, f"warm{seed}", own, "hardware=a2_64g", f"hydra.sweeper.sampler.seed={seed}",
-                     f"hydra.sweeper.n_trials={TRIALS}")
+        warm = sweep(tmp_path, f"warm{seed}", own, "hardware=a2_64g", "plan.calibrate=true",
+                     f"hydra.sweeper.sampler.seed={seed}", f"hydra.sweeper.n_trials={TRIALS}")
         line = calibration_line(caplog)
         # the first sweep's trials only: the other stack's are in the store but not counted
         stack = digest(read_stack())

@@ -25,7 +25,7 @@ def for_sweep(config: DictConfig, sweep_dir: Path) -> tuple[StackCalibration | N
     """The stack calibration the sweep plans with (None: off, or no tracking store to read), and the
     calibration file written into `sweep_dir` when its constants changed."""
     if not OmegaConf.select(config, "plan.calibrate", default=True):
-        log.info("planner calibration off (plan.calibrate=false)")
+        log.debug("planner calibration off (plan.calibrate=false)")
         return None, None
     try:
         result = for_config(config)
