@@ -40,6 +40,7 @@ STACK_TERMS: dict[str, tuple[str, ...]] = {
 }
 KIND_WORDS = {"device_memory": "peak", "throughput": "tokens/s"}
 BAND_FLOOR = 0.05        # the least rollout_band_error a calibration sets
+MAX_RUNS = 300           # the latest trials of the stack: each is composed again (a Hydra compose apiece)
 MIN_TRIALS = 3           # fewer: a fit of two terms per kind is not held out by anything
 
 
@@ -70,12 +71,13 @@ class StackCalibration:
 
 
 def stack_runs(client: Any, stack_digest: str) -> list[Any]:
-    """The completed trial runs of this stack, in every experiment of the store."""
+    """The completed trial runs of this stack, in every experiment of the store, the latest MAX_RUNS."""
     experiments = [e.experiment_id for e in client.search_experiments(max_results=50_000)]
     if not experiments:
         return []
     where = f"tags.`{STACK_TAG}` = '{stack_digest}' and tags.`trial.outcome` = 'completed'"
-    return list(client.search_runs(experiments, filter_string=where, max_results=50_000))
+    return list(client.search_runs(experiments, filter_string=where, max_results=MAX_RUNS,
+                                   order_by=["attributes.start_time DESC"]))
 
 
 def fit_terms(cal: Calibration, start: Constants, samples: Sequence[Sample]) -> Constants:
