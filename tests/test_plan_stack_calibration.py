@@ -108,3 +108,12 @@ def test_the_table_and_the_export_calibrate_on_this_stacks_trials_only(tmp_path:
     assert capsys.readouterr().out.startswith("planner calibrated on 3 trials"), "the table's header says so"
     assert main(["hardware=a3_64g", "plan.calibrate=false", "--util", "0.5", "--tp", "2"]) == 0
     assert "calibrated" not in capsys.readouterr().out.splitlines()[0]
+
+
+def test_the_guides_prediction_cache_is_keyed_by_the_calibration() -> None:
+    from verlsweep.study.guide import Planned, prediction_cache_path
+
+    cal = load()
+    calibrated = replace(cal, constants=replace(cal.constants, runtime_context_gb=4.0))
+    assert (prediction_cache_path(Planned(cal, [], []), 8, 0.2, 0)
+            != prediction_cache_path(Planned(calibrated, [], []), 8, 0.2, 0))
