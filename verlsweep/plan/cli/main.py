@@ -88,7 +88,11 @@ def cmd_table(argv: list[str]) -> int:
     except NotPlannable as exc:
         print(f"verlsweep.plan: {exc}", file=sys.stderr)
         return 2
-    calibrated = stack_calibration.for_config(cfg)
+    try:
+        calibrated = stack_calibration.for_config(cfg)
+    except Exception as exc:  # noqa: BLE001 - an unreadable store: plan with the constants as they are
+        print(f"planner not calibrated: the tracking store could not be read ({exc})", file=sys.stderr)
+        calibrated = None
     cal = calibrated.calibration if calibrated else load_calibration(cfg)
     start = time.perf_counter()
     rows = grid(inp, cal, utils=args.util or DEFAULT_UTILS, tps=args.tp or tp_choices(cfg))
