@@ -3,7 +3,8 @@
 For the known points of verlsweep/plan/calibration.yaml:
 * every number the fit uses (perf/throughput in tokens/s per device, actor/perf/max_memory_allocated_gb
   in GiB): its in-sample error, its leave-one-out error (the fitted constants re-fitted without that
-  point, then the point predicted) and the constants it fits;
+  point, then the point predicted), its error calibrated on the other points (the stack calibration,
+  verlsweep/plan/fit/stack_calibration.py, given the other points as its trials) and the constants it fits;
 * held-out points (`held_out: true`): published numbers no fit uses, each with its source;
 * predicted status and binding constraint against the report for every point; points derived from
   the planner's own rules (`derived: true`) are shown but not counted.
@@ -38,6 +39,7 @@ from verlsweep.plan import from_cfg, predict
 from verlsweep.plan.cli.table import DEFAULT_UTILS, grid
 from verlsweep.plan.fit.measured_fit import fit, informed
 from verlsweep.plan.fit.points import point_inputs, samples
+from verlsweep.plan.fit.stack_calibration import calibrate_samples
 from verlsweep.plan.predictor import band, calibration
 
 
@@ -67,44 +69,60 @@ def fitted_numbers(cal: calibration.Calibration) -> list[float]:
     without that point's numbers, then the point predicted."""
     all_samples = samples(cal)
     print(f"{'fitted point':34s} {'number':10s} {'reported':>9s} {'in-sample':>18s} {'leave-one-out':>18s}  "
-          "constants it fits")
-    loo_errors, in_errors = [], []
+          f"{'calibrated on the other points':>30s}  constants it fits")
+    loo_errors, in_errors, cal_errors = [], [], []
     for p in cal.points:
         if not p.fit:
             continue
         rest = [smp for smp in all_samples if not smp.label.startswith(f"{p.id} ")]
         refit = fit(cal, rest)
         v_in, v_out = predict(_inputs(p), cal), predict(_inputs(p), replace(cal, constants=refit.constants))
+        # from the leave-one-out constants: the packaged ones were fitted to this point too
+        v_cal = predict(_inputs(p), stack_calibrated(replace(cal, constants=refit.constants), rest))
         for kind, rep in _reported(p):
             if kind not in p.fit:
                 continue
-            a, b = _predicted(v_in, kind), _predicted(v_out, kind)
+            a, b, c = _predicted(v_in, kind), _predicted(v_out, kind), _predicted(v_cal, kind)
             in_errors.append(abs(a / rep - 1))
             loo_errors.append(abs(b / rep - 1))
+            cal_errors.append(abs(c / rep - 1))
             print(f"{p.id:34.34s} {kind:10s} {rep:9.2f} {a:9.2f} {_err(a, rep)}  {b:9.2f} {_err(b, rep)}  "
+                  f"{c:21.2f} {_err(c, rep)}  "
                   f"{', '.join(informed(cal, (kind,))) or 'none (fitted to traces: plan refit --traces)'}")
     print(f"worst error over the {len(in_errors)} fitted numbers: in-sample {max(in_errors):.1%}, "
-          f"leave-one-out {max(loo_errors):.1%}")
+          f"leave-one-out {max(loo_errors):.1%}, calibrated on the other points {max(cal_errors):.1%}")
     return loo_errors
+
+
+def stack_calibrated(cal: calibration.Calibration, points: list) -> calibration.Calibration:
+    """What the planner plans with after the stack calibration (verlsweep/plan/fit/stack_calibration.py)
+    takes these points' numbers as its measured trials, each point its own study: its decision included
+    (the packaged constants where the refit does not beat them held out)."""
+    runs = [smp.label.split(" ", 1)[0] for smp in points]
+    return calibrate_samples(cal, points, runs, {}, {"points": "calibration.yaml"}).calibration
 
 
 def held_out(cal: calibration.Calibration) -> list[float]:
     """Published numbers no fit uses."""
-    print(f"\n{'held-out point':34s} {'number':10s} {'reported':>9s} {'predicted':>18s}  source")
-    errors = []
+    print(f"\n{'held-out point':34s} {'number':10s} {'reported':>9s} {'predicted':>18s} "
+          f"{'calibrated on the other points':>30s}  source")
+    errors, cal_errors = [], []
+    calibrated = stack_calibrated(cal, samples(cal))
     for p in cal.points:
         if not p.held_out:
             continue
-        v = predict(_inputs(p), cal)
+        v, v_cal = predict(_inputs(p), cal), predict(_inputs(p), calibrated)
         for kind, rep in _reported(p):
-            pred = _predicted(v, kind)
+            pred, c = _predicted(v, kind), _predicted(v_cal, kind)
             errors.append(abs(pred / rep - 1))
+            cal_errors.append(abs(c / rep - 1))
             rng = (f" (reported {p.tok_s_range[0]:g}-{p.tok_s_range[1]:g})"
                    if kind == "throughput" and p.tok_s_range else "")
-            print(f"{p.id:34.34s} {kind:10s} {rep:9.2f} {pred:9.2f} {_err(pred, rep)}  "
+            print(f"{p.id:34.34s} {kind:10s} {rep:9.2f} {pred:9.2f} {_err(pred, rep)} {c:22.2f} {_err(c, rep)}  "
                   f"{' '.join(p.source.split())[:110]}{rng}")
     if errors:
-        print(f"worst held-out error over {len(errors)} numbers: {max(errors):.1%}")
+        print(f"worst held-out error over {len(errors)} numbers: {max(errors):.1%}; calibrated on the other "
+              f"points {max(cal_errors):.1%}")
     return errors
 
 

@@ -17,6 +17,10 @@ from tests.support.trial_helpers import copy_store, serve
 # new shape. The suite plans with the analytic formula, in this process and in the sweeps it starts, unless
 # a test asks for the trace (tests/test_trainer_trace.py).
 os.environ.setdefault("VERLSWEEP_PLAN_TRAINER", "analytic")
+# Sweeps calibrate the planner on the trials their tracking store holds of this stack (plan.calibrate): a
+# test whose store outlives one sweep would plan its next sweep with what the stand-in measured. Off in
+# the suite, unless a test asks for it (tests/e2e/test_calibrated_sweeps.py, tests/test_plan_stack_calibration.py).
+os.environ.setdefault("VERLSWEEP_PLAN_CALIBRATE", "false")
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -135,3 +135,16 @@ def test_refit_names_a_missing_experiment(empty_mlflow_db, tmp_path, capsys):
     uri = copy_store(empty_mlflow_db, tmp_path)
     assert main(["refit", "--tracking-uri", uri, "--experiment", "nope", "--out", str(tmp_path / "x.yaml")]) == 2
     assert "nope" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_each_launched_trial_keeps_the_stack_read_in_its_process_and_an_estimate_none(experiment):
+    from verlsweep.common.stack import STACK_TAG, digest, read_stack
+
+    client = MlflowClient(experiment)
+    runs = client.search_runs([client.get_experiment_by_name(EXPERIMENT).experiment_id],
+                              filter_string="tags.`trial.outcome` = 'completed'")
+    assert {r.data.tags.get(STACK_TAG) for r in runs} == {digest(read_stack())}
+    cfg = compose_config([*BASE, f"tracking.uri={experiment}", "runner=estimate", "trial.number=91"])
+    estimate = tracking.TrialRun.start(cfg, {})
+    assert STACK_TAG not in client.get_run(estimate.run_id).data.tags     # its measurement is the prediction

@@ -11,7 +11,8 @@ Test-only knobs (add with `+app.<key>=`): step_seconds (sleep per step), events 
 `start|end <trial> <time> <pid>` lines), together (with events: a trial waits, up to a minute, until
 the `together` trials of its batch have all started, so a test of concurrency never depends on how
 fast the launcher's workers start; with together_until, only trials numbered below it wait), outcome
-(force an outcome, e.g. crash), raise (raise an exception), fail_trials (trial numbers that raise),
+(force an outcome, e.g. crash), truth (the planner's model under the stack's hidden constants, recorded in
+MLflow: tests/support/standin/truth.py), raise (raise an exception), fail_trials (trial numbers that raise),
 noise (per-step relative noise), slow_trials (trial numbers whose steps take step_seconds x 20), hold
 (with events, a pair [a, b]: trial a ends only once trial b has started, up to a minute: a trial
 that outlasts others by as long as they take to be replaced, however slow the machine), devices (a
@@ -39,6 +40,8 @@ config_store.register()
 ROLLOUT = "verl.actor_rollout_ref.rollout"
 ACTOR = "verl.actor_rollout_ref.actor.fsdp_config"
 REF = "verl.actor_rollout_ref.ref.fsdp_config"
+TRUTH_KNOBS = (f"{ROLLOUT}.gpu_memory_utilization", f"{ROLLOUT}.tensor_model_parallel_size", f"{ACTOR}.param_offload",
+               f"{ACTOR}.optimizer_offload", f"{REF}.param_offload")
 
 
 def landscape(cfg: DictConfig) -> tuple[float | None, float]:
@@ -108,6 +111,10 @@ def main(cfg: DictConfig) -> Any:
             raise RuntimeError("synthetic task failure")
         if app.get("outcome"):
             return TrialResult(str(app["outcome"]), excerpt=f"forced outcome {app['outcome']}", backend="test")
+        if app.get("truth"):       # the planner's model under a stack's hidden constants (standin/truth.py)
+            from tests.support.standin import truth  # in-process sweeps only: the repo root is importable
+
+            return truth.run_trial(cfg, {k.removeprefix("verl."): OmegaConf.select(cfg, k) for k in TRUTH_KNOBS})
         started = time.monotonic()
         tput, peak = landscape(cfg)
         step_s = float(app.get("step_seconds", 0.0))

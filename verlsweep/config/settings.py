@@ -53,6 +53,7 @@ class PlanConfig(ConfigNode):
     enforce: bool
     margin_gb: float
     calibration: str | None
+    calibrate: bool                    # refit the stack's terms to its measured trials before planning
     prompt_tokens: float | None
     response_tokens: float | None
     trainer: str                       # traced | analytic (verlsweep.common.names.PLAN_TRAINERS)

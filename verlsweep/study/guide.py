@@ -206,10 +206,10 @@ def _put(tree: dict[str, Any], path: str, value: Any) -> None:
 
 
 def plan_inputs(config: DictConfig, space: SearchSpace, params_list: Sequence[dict[str, Any]],
-                compose: Callable[[list[str]], DictConfig] | None = None) -> Planned | None:
+                compose: Callable[[list[str]], DictConfig] | None = None, calibration: Any = None) -> Planned | None:
     """The planner's inputs of each candidate (None when the planner cannot model one). Params that
     are config keys are set on a copy of the task's config; a swept config group needs `compose` (the
-    sweeper's config loader)."""
+    sweeper's config loader). `calibration`: what plans (default: the config's plan.calibration)."""
     from verlsweep.plan import NotPlannable, load_calibration
     from verlsweep.plan.predictor.inputs import READ, from_cfg, from_tree, plain, tree_of
 
@@ -247,7 +247,7 @@ def plan_inputs(config: DictConfig, space: SearchSpace, params_list: Sequence[di
         except NotPlannable as exc:
             log.info("planner guide: no prediction for %s (%s); the sampler starts unguided", shown, exc)
             return None
-    return Planned(load_calibration(base), list(params_list), inputs)
+    return Planned(calibration or load_calibration(base), list(params_list), inputs)
 
 
 def predict(planned: Planned, draws: int = 0, error: float = 0.0, seed: int = 0) -> list[Prediction]:
@@ -272,11 +272,11 @@ def predict(planned: Planned, draws: int = 0, error: float = 0.0, seed: int = 0)
 
 def predict_all(config: DictConfig, space: SearchSpace, params_list: Sequence[dict[str, Any]],
                 compose: Callable[[list[str]], DictConfig] | None = None, draws: int = 0, error: float = 0.0,
-                seed: int = 0) -> list[Prediction]:
+                seed: int = 0, calibration: Any = None) -> list[Prediction]:
     """plan_inputs, then predict ([] when the planner has no opinion). With error draws, the predictions
     are kept in verlsweep's cache directory: a resumed or repeated sweep gets them back without the
     draws (about two seconds of CPU at the default space's 448 candidates)."""
-    planned = plan_inputs(config, space, params_list, compose)
+    planned = plan_inputs(config, space, params_list, compose, calibration)
     if planned is None:
         return []
     if draws <= 0:
@@ -327,8 +327,9 @@ def entries(config: DictConfig, space: SearchSpace, top_k: int, seed: int = 0,
 
 def guide(config: DictConfig, space: SearchSpace, top_k: int, seed: int = 0,
           compose: Callable[[list[str]], DictConfig] | None = None, draws: int | None = None,
-          error: float | None = None) -> tuple[list[dict[str, Any]], list[Prediction]]:
-    """`entries`, and the planner's prediction of every candidate it ranked (a sampler's prior)."""
+          error: float | None = None, calibration: Any = None) -> tuple[list[dict[str, Any]], list[Prediction]]:
+    """`entries`, and the planner's prediction of every candidate it ranked (a sampler's prior);
+    `calibration`: what plans (verlsweep.study.calibrate; default: the config's plan.calibration)."""
     if top_k <= 0:
         return [], []
     if draws is None or error is None:
@@ -338,7 +339,8 @@ def guide(config: DictConfig, space: SearchSpace, top_k: int, seed: int = 0,
     params_list = candidates(space, seed)
     if needs_compose(config, space):
         params_list = params_list[:_MAX_COMPOSED]     # each candidate is a full Hydra compose here
-    predictions = predict_all(config, space, params_list, compose, draws=draws, error=error, seed=seed)
+    predictions = predict_all(config, space, params_list, compose, draws=draws, error=error, seed=seed,
+                              calibration=calibration)
     picked = rank(predictions, space, top_k)
     feasible = sum(p.feasible for p in predictions)
     if predictions:

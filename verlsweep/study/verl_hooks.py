@@ -46,6 +46,7 @@ from verlsweep.config.study import study_config
 from verlsweep.proofs.evidence import proof
 from verlsweep.proofs.sampler import BoundarySampler
 from verlsweep.reconcile import confirmations
+from verlsweep.study import calibrate as _calibrate
 from verlsweep.study import chain, confirm, job_dirs, peer_compat, subsets
 from verlsweep.study import enqueue as _enqueue
 from verlsweep.study import guide as _guide
@@ -108,6 +109,7 @@ class VerlHooks(AppHooks):
         self._quiet = _progress.job_console_quiet(config)
         self._chained_from: dict[str, Any] | None = None
         self._links: dict[str, Any] = {}
+        self._calibration: dict[str, str] = {}      # plan.calibration: the sweep's stack calibration file
         self._tracking: Tracking | None = None
         self._composed: set[tuple[str, ...]] = set()    # override shapes a trial composed with (compose_shape)
 
@@ -147,10 +149,13 @@ class VerlHooks(AppHooks):
         if isinstance(study.sampler, optuna.samplers.GridSampler):       # a grid runs every config anyway
             return out
         guide = self.settings.guide
+        calibrated, path = _calibrate.for_sweep(self.config, self.sweep_dir)
+        if path is not None:            # every trial's preflight plans with what the guide ranked with
+            self._calibration = {"plan.calibration": str(path)}
         guided, predictions = _guide.guide(
             self.config, space, guide.top_k, seed=int(sampler.get("seed") or 0),
             compose=lambda o: self.hydra.compose_trial([*o, *self.trial_overrides]), draws=guide.draws,
-            error=guide.error)
+            error=guide.error, calibration=calibrated.calibration if calibrated else None)
         if predictions and isinstance(study.sampler, BoundarySampler):
             study.sampler.prior = _guide.prior(predictions, space)   # ranks the combinations it opens
         return out + guided
@@ -189,7 +194,7 @@ class VerlHooks(AppHooks):
         # the MLflow run's name (`t07 util=0.90 tp=2 off=p,o`, + its outcome when known) and verl's
         # trainer.experiment_name say the same
         label = {"trial.label": knobs, "trial.name": path_safe(trial_label(trial.number, None, knobs))} if knobs else {}
-        for key, value in {"trial.number": trial.number, **label, **self._links}.items():
+        for key, value in {"trial.number": trial.number, **label, **self._links, **self._calibration}.items():
             plus = "" if OmegaConf.select(self.config, key, default="__missing__") != "__missing__" else "+"
             out.append(f"{plus}{key}={format_value(value)}")
         sub = job_dirs.subdir(self.sweep_dir, trial.number, str(self._links.get("trial.study_name", "")))

@@ -49,6 +49,7 @@ from typing import Any
 from verlsweep.common.labels import trial_label
 from verlsweep.common.names import MLFLOW_RUN_ID_ENV, MLFLOW_URI_ENV, PEAK_MEMORY_METRIC, REDACTED, SECRET_NAME
 from verlsweep.common.result import TrialResult
+from verlsweep.common.stack import read_stack, stack_tags
 from verlsweep.config import TaskConfig, plain, read
 from verlsweep.tracking import run_columns
 from verlsweep.tracking.store import artifact_location, client_for, ensure_experiment, experiment_name, tracking_uri
@@ -192,6 +193,8 @@ class TrialRun:
         }
         if trial.study_name:
             tags["sweep.study"] = trial.study_name
+        if task.runner.name != "estimate":      # an estimate's measurement is the prediction: not a record
+            tags.update(stack_tags(read_stack()))    # read here, in the trial's process on its node
         if parent:
             tags["mlflow.parentRunId"] = parent
         run = client.create_run(exp_id, run_name=" ".join(filter(None, (trial.run_name, name_word))),

@@ -7,6 +7,11 @@
     python -m verlsweep.plan detect --torch --name my_gpu
     python -m verlsweep.plan refit --tracking-uri sqlite:///mlflow.db --experiment my_study --out cal.yaml
     python -m verlsweep.plan refit --traces --write                # the analytic trainer formula to traces
+    python -m verlsweep.plan calibrate hardware=a3_64g --out site.yaml  # the stack's calibration, exported
+
+The table (and calibrate) first calibrate the planner on the completed trials of this software stack in
+the tracking store (tracking.uri; verlsweep/plan/fit/stack_calibration.py) unless plan.calibrate=false,
+and say so in the header's first line.
 
 Overrides are the sweep's own (Hydra syntax against conf/sweep.yaml), so the table plans exactly what
 `python sweep.py <same overrides>` would launch.
@@ -23,7 +28,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-SUBCOMMANDS = ("table", "detect", "refit")
+SUBCOMMANDS = ("table", "detect", "refit", "calibrate")
 
 
 def _floats(text: str) -> list[float]:
@@ -44,7 +49,9 @@ def _table_parser() -> argparse.ArgumentParser:
                "  python -m verlsweep.plan refit --tracking-uri URI --experiment NAME --out cal.yaml\n"
                "                                                fit the planner's constants to measured trials\n"
                "  python -m verlsweep.plan refit --traces [--write | --out cal.yaml]\n"
-               "                                                fit the analytic trainer formula to traces")
+               "                                                fit the analytic trainer formula to traces\n"
+               "  python -m verlsweep.plan calibrate [overrides] --out cal.yaml\n"
+               "                                                export this stack's calibration (plan.calibration=)")
     p.add_argument("overrides", nargs="*", help="sweep overrides, e.g. hardware=a2_64g model=qwen3_8b algorithm=remax")
     p.add_argument("--util", type=_floats, default=None, help="gpu_memory_utilization values, comma separated")
     p.add_argument("--tp", type=_ints, default=None, help="rollout TP sizes (default: every valid one)")
@@ -70,6 +77,7 @@ def cmd_table(argv: list[str]) -> int:
     from verlsweep.command.topology import tp_choices
     from verlsweep.common.errors import ConfigError
     from verlsweep.plan.cli.table import DEFAULT_UTILS, grid, render
+    from verlsweep.plan.fit import stack_calibration
     from verlsweep.plan.predictor.inputs import from_cfg
     from verlsweep.plan.predictor.trial_spec import NotPlannable
     from verlsweep.plan.predictor.verdict import load_calibration
@@ -91,7 +99,12 @@ def cmd_table(argv: list[str]) -> int:
     if problems or cfg is None or inp is None:
         sys.stderr.write("".join(f"verlsweep.plan: {p}\n" for p in problems))
         return 2
-    cal = load_calibration(cfg)
+    try:
+        calibrated = stack_calibration.for_config(cfg)
+    except Exception as exc:  # noqa: BLE001 - an unreadable store: plan with the constants as they are
+        print(f"planner not calibrated: the tracking store could not be read ({exc})", file=sys.stderr)
+        calibrated = None
+    cal = calibrated.calibration if calibrated else load_calibration(cfg)
     start = time.perf_counter()
     rows = grid(inp, cal, utils=args.util or DEFAULT_UTILS, tps=args.tp or tp_choices(cfg))
     elapsed = time.perf_counter() - start
@@ -101,6 +114,8 @@ def cmd_table(argv: list[str]) -> int:
                          indent=1, default=float))
         return 0
     console = Console(width=None if Console().is_terminal else 140)   # pipes/CI logs: no 80-column fold
+    if calibrated:
+        console.print(calibrated.line(), highlight=False)
     render(inp, rows, console, limit=None if args.all else 30)
     console.print(f"{len(rows)} plans in {elapsed * 1e3:.0f} ms")
     return 0
@@ -264,7 +279,33 @@ def cmd_refit(argv: list[str]) -> int:
     return 0
 
 
+def cmd_calibrate(argv: list[str]) -> int:
+    """Export the calibration the planner gets from this stack's measured trials, for another site."""
+    from verlsweep.command.compose import compose_config
+    from verlsweep.plan.fit import calibration_file, stack_calibration
+    from verlsweep.plan.predictor.verdict import load_calibration
+
+    p = argparse.ArgumentParser(prog="python -m verlsweep.plan calibrate",
+                                description="Calibrate the planner on the completed trials of this software "
+                                            "stack in the tracking store (tracking.uri) and write the file.")
+    p.add_argument("overrides", nargs="*", help="sweep overrides (tracking.uri=..., plan.calibration=...)")
+    p.add_argument("--out", type=Path, required=True, help="write it here (import it with plan.calibration=<path>)")
+    args = p.parse_args(argv)
+    cfg = compose_config([*args.overrides, "plan.calibrate=true", "tracking.enabled=true"])
+    calibrated = stack_calibration.for_config(cfg)
+    if calibrated is None:
+        print(f"verlsweep.plan calibrate: no tracking store at {cfg.tracking.uri}", file=sys.stderr)
+        return 2
+    print(calibrated.line())
+    if not calibrated.calibrated:
+        return 1
+    path = calibration_file.write(load_calibration(cfg), calibrated.calibration.constants, args.out,
+                                  note=calibrated.line())
+    print(f"wrote {path}; plan with it: plan.calibration={path}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     command = argv.pop(0) if argv and argv[0] in SUBCOMMANDS else "table"
-    return {"table": cmd_table, "detect": cmd_detect, "refit": cmd_refit}[command](argv)
+    return {"table": cmd_table, "detect": cmd_detect, "refit": cmd_refit, "calibrate": cmd_calibrate}[command](argv)

@@ -41,6 +41,7 @@ class Harvest:
     skipped: dict[str, str] = field(default_factory=dict)      # run id -> why
     runs: list[str] = field(default_factory=list)               # run ids used
     redacted: set[str] = field(default_factory=set)             # params stored as REDACTED: composed defaults used
+    sample_runs: list[str] = field(default_factory=list)        # the run id of each sample
 
 
 def _history_mean(client: Any, run_id: str, key: str, warmup_steps: int) -> float | None:
@@ -69,7 +70,8 @@ def _overrides(run: Any, parent_params: dict[str, str], redacted: set[str]) -> l
             continue
         if key.startswith("env."):
             out.append(f"++{key}={value}")
-        elif "/" not in key:                            # verl logs its own config with slash keys
+        elif "/" not in key and "." in key:             # verl logs its own config with slash keys; a
+            # dotless param is a label's short name (`util`, `tp`: verlsweep.tracking.run_columns)
             out.append(f"verl.{key}={value}")
     # the device count verl ran with (trainer.* follow hardware.* in conf/device)
     if "trainer.n_gpus_per_node" in params:
@@ -88,10 +90,15 @@ def harvest(tracking_uri: str, experiment: str, *, warmup_steps: int = 1,
     exp = client.get_experiment_by_name(experiment)
     if exp is None:
         raise ValueError(f"no MLflow experiment {experiment!r} at {tracking_uri}")
-    out = Harvest()
-    parents: dict[str, dict[str, str]] = {}
     runs = client.search_runs([exp.experiment_id], filter_string="tags.`trial.outcome` = 'completed'",
                               max_results=10_000)
+    return harvest_runs(client, runs, warmup_steps=warmup_steps, include_estimates=include_estimates)
+
+
+def harvest_runs(client: Any, runs: list[Any], *, warmup_steps: int = 1, include_estimates: bool = False) -> Harvest:
+    """Samples from these completed trial runs (of any experiment); `sample_runs` says whose each is."""
+    out = Harvest()
+    parents: dict[str, dict[str, str]] = {}
     for run in runs:
         rid = run.info.run_id
         tags = run.data.tags
@@ -125,12 +132,11 @@ def harvest(tracking_uri: str, experiment: str, *, warmup_steps: int = 1,
             out.skipped[rid] = f"does not compose: {type(exc).__name__}: {exc}"
             continue
         label = f"{tags.get('mlflow.runName', rid)}"
-        if tok_s is not None:
-            out.samples.append(Sample(f"{label} tok/s", inputs, "throughput", tok_s))
-        if peak is not None:
-            out.samples.append(Sample(f"{label} peak", inputs, "memory", peak))
-        if device_peak is not None:
-            out.samples.append(Sample(f"{label} device peak", inputs, "device_memory", device_peak))
+        for kind, value, what in (("throughput", tok_s, "tok/s"), ("memory", peak, "peak"),
+                                  ("device_memory", device_peak, "device peak")):
+            if value is not None:
+                out.samples.append(Sample(f"{label} {what}", inputs, kind, value))
+                out.sample_runs.append(rid)
         out.runs.append(rid)
     return out
 

@@ -21,15 +21,20 @@ a check's need is one of:
 * rollout: the rest, modelled from priors (device contexts, graph pools, vLLM's profiled activation
   peak, host worker processes). The one published measurement of them, vllm-ascend#6611's OOM line
   (1.38 GiB of non-PyTorch use on a 910B with two processes, calibration.yaml runtime_context_gb),
-  is 27.5% off the modelled 1.0 GiB (|1.0 / 1.38 - 1|); that size is used both ways.
+  is 27.5% off the modelled 1.0 GiB (|1.0 / 1.38 - 1|); that size is used both ways. It is the
+  calibration's rollout_band_error: a calibration refitted to a stack's measured device peaks sets it to
+  their worst held-out error (verlsweep/plan/fit/stack_calibration.py).
 """
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+from verlsweep.plan.predictor import calibration
+
 # |predicted / published - 1|, worst over the published trainer peaks (see above)
 TRAINER_ERROR = {"traced": 0.068, "analytic": 0.200}
-ROLLOUT_ERROR = 0.275          # vllm-ascend#6611: modelled 1.0 GiB of device contexts, measured 1.38
+# the packaged calibration's (vllm-ascend#6611: modelled 1.0 GiB of device contexts, measured 1.38)
+ROLLOUT_ERROR = calibration.load().constants.rollout_band_error
 COUNTED = frozenset({"vLLM reservation", "vLLM asleep", "weights/TP", "KV of one max_model_len", "comm buffers",
                      "offloaded states", "model load", "vLLM sleep copies"})
 TRAINER = frozenset({"trainer", "trainer params", "trainer residency"})
@@ -41,13 +46,14 @@ def trainer_error(source: str) -> float:
     return TRAINER_ERROR["traced" if source == "traced" else "analytic"]
 
 
-def part_error(part: str, trainer: float) -> float:
+def part_error(part: str, trainer: float, rollout: float = ROLLOUT_ERROR) -> float:
     """The relative error of one named part of a check's need."""
     if part in COUNTED:
         return 0.0
-    return trainer if part in TRAINER else ROLLOUT_ERROR
+    return trainer if part in TRAINER else rollout
 
 
-def favourable(parts: Mapping[str, float], trainer: float) -> float:
-    """The least the parts may add up to: each modelled part at the low end of its error."""
-    return sum(v * (1 - part_error(k, trainer)) for k, v in parts.items())
+def favourable(parts: Mapping[str, float], trainer: float, rollout: float = ROLLOUT_ERROR) -> float:
+    """The least the parts may add up to: each modelled part at the low end of its error (`rollout`: the
+    calibration's rollout_band_error)."""
+    return sum(v * (1 - part_error(k, trainer, rollout)) for k, v in parts.items())

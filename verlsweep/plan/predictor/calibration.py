@@ -33,6 +33,7 @@ class Constants:
     forward_logits_bytes: float      # the same in a no-grad log-prob pass
     activation_factor: float         # scales the per-layer activation estimate
     fragmentation: float             # allocator reserved / allocated on the trainer side
+    rollout_band_error: float        # relative error of the modelled non-trainer terms (band.py)
     host_process_gb: float           # host RAM per device for Ray/vLLM worker processes
     # throughput
     decode_bw_efficiency: float      # achieved / peak HBM bandwidth while decoding

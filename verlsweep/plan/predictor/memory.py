@@ -248,7 +248,7 @@ def memory_per_phase(inp: PlanInputs, c: Constants, *, lengths: Lengths | None =
 
     error = band.trainer_error(traced_terms.source(inp))    # after the traces: a failed one is analytic
     for check in checks.values():
-        check.low = band.favourable(check.parts, error)
+        check.low = band.favourable(check.parts, error, c.rollout_band_error)
     return MemoryPrediction(checks=checks, trainer_peak_gb=trainer_peak,
                       kv_tokens=max(0.0, kv_budget) * GIB / kv_per_token, host_gb=sum(host.values()))
 

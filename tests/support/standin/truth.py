@@ -1,0 +1,93 @@
+"""The stand-in's hidden truth per software stack and hardware: what a trial "measures" where the planner
+is wrong in a way a stack makes it wrong (the runtime holds more memory than the planner's
+runtime_context_gb, the allocator fragments more, decode reaches another bandwidth efficiency), the same on
+every device of the stack, plus a small per-hardware factor.
+
+The truth is the planner's own model under the stack's true constants (so the stack calibration,
+verlsweep/plan/fit/stack_calibration.py, can identify it), times the hardware's factor. A trial whose
+true device peak at the longest sequences passes the device's capacity is an OOM.
+
+Used by tests/support/sweeper_app.py (`+app.truth=true`): the preflight under the sweep's calibration
+(plan.calibration, what the sweep's guide ranked with), then the trial's MLflow run as task.py records
+one: its stack tags, the planner's predictions, the measured tokens/s and device peak.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from verlsweep.common.result import TrialResult
+from verlsweep.common.stack import read_stack, stack_tags
+
+# a stack as VERLSWEEP_STACK states it
+STACK_A = "cann=8.1.RC1,torch=2.5.1,torch_npu=2.5.1,vllm=0.9.1,vllm_ascend=0.9.1,verl=0.5.0"
+STACK_B = "cann=8.0.0,torch=2.4.0,torch_npu=2.4.0,vllm=0.8.5,vllm_ascend=0.8.5,verl=0.4.1"
+
+
+@dataclass(frozen=True)
+class StackTruth:
+    """The constants a stack really has (the planner's packaged ones differ)."""
+
+    runtime_context_gb: float
+    fragmentation: float
+    decode_bw_efficiency: float
+    train_mfu: float
+
+
+TRUTHS = {
+    # holds 4 GiB more per process than the planner assumes: its best predicted configs run out of HBM
+    STACK_A: StackTruth(runtime_context_gb=4.5, fragmentation=1.05, decode_bw_efficiency=0.45, train_mfu=0.2),
+    # an older stack that holds less: its trials would pull a calibration the other way
+    STACK_B: StackTruth(runtime_context_gb=0.1, fragmentation=1.0, decode_bw_efficiency=0.7, train_mfu=0.3),
+}
+HARDWARE_FACTOR = {"a2_64g": 1.0, "a3_64g": 1.01}      # peaks: what a stack model leaves per device
+
+
+def _true_calibration(cal: Any, truth: StackTruth) -> Any:
+    return replace(cal, constants=replace(cal.constants, **vars(truth)))
+
+
+def measure(cfg: DictConfig, stack: str) -> tuple[float, float, bool]:
+    """(tokens/s, device peak GiB at the mean lengths, whether it runs out of memory) under the truth."""
+    from verlsweep.plan import from_cfg, load_calibration
+    from verlsweep.plan.predictor.lengths import expected_lengths
+    from verlsweep.plan.predictor.memory import memory_per_phase
+    from verlsweep.plan.predictor.verdict import predict
+
+    inputs = from_cfg(cfg)
+    true = _true_calibration(load_calibration(None), TRUTHS[stack])
+    factor = HARDWARE_FACTOR.get(str(OmegaConf.select(cfg, "hardware.name", default="")), 1.02)
+    verdict = predict(inputs, true)
+    mean_peak = max(memory_per_phase(inputs, true.constants,
+                                     lengths=expected_lengths(inputs, true.constants)).phases.values())
+    oom = max(verdict.phases.values()) * factor > verdict.capacity_gb
+    return verdict.tok_s, mean_peak * factor, oom
+
+
+def run_trial(cfg: DictConfig, knobs: dict[str, Any]) -> TrialResult:
+    """One trial of the stand-in: vetoed as task.py's preflight would, else measured and recorded."""
+    import time
+
+    from verlsweep.plan import predict_cfg
+    from verlsweep.tracking.mlflow_runs import TrialRun
+    from verlsweep.tracking.system_metrics import DevicePeak
+
+    planned = predict_cfg(cfg)          # under plan.calibration: the sweep's calibration when it has one
+    if not planned.feasible:
+        return TrialResult("infeasible", predicted_peak_gb=planned.predicted_peak_gb, excerpt=planned.reason,
+                           backend="test", predicted=planned.metrics())
+    stack = ",".join(f"{k}={v}" for k, v in read_stack().items())
+    tracked = TrialRun.start(cfg, knobs, extra_tags=stack_tags(read_stack()))
+    tok_s, peak, oom = measure(cfg, stack)
+    if oom:
+        result = TrialResult("oom", backend="test", excerpt="RuntimeError: NPU out of memory (stand-in truth)",
+                             failure_phase="kv_cache", predicted=planned.metrics())
+    else:
+        for step in range(1, int(cfg.trial.steps) + 1):
+            tracked.client.log_metric(tracked.run_id, "perf/throughput", tok_s, step=step)
+        result = TrialResult("completed", objective=tok_s, steps=int(cfg.trial.steps), backend="test",
+                             predicted=planned.metrics())
+    tracked.finish(result, reason=result.outcome, device_peak=None if oom else DevicePeak(peak, "0", time.time()))
+    return result

@@ -1,0 +1,181 @@
+"""Calibrate the planner from the trials already measured on the same software stack.
+
+Every launched trial's MLflow run carries its stack (tag `verlsweep.stack`, verlsweep.common.stack), its
+planner inputs (tags sweep.hardware/model/algorithm, its knobs as params) and what it measured (the device
+monitor's peak, verl's allocator peak, tokens/s): the tracking store is the record. What a stack does that
+the planner does not model is the same on every device and model of that stack, so the terms those
+measurements identify are refitted on all of them, from any experiment:
+
+    device peak  -> runtime_context_gb (the runtime's and vLLM's non-KV reserve per process) and
+                    fragmentation (allocator reserved / allocated)
+    tokens/s     -> decode_bw_efficiency, train_mfu
+
+with the one least-squares routine (least_squares.solve, relative residuals). A kind's terms are used only
+if their held-out error beats the starting constants' on the same trials: leave-one-study-out when the
+trials come from two or more studies, leave-one-trial-out within one. Too few trials, or no held-out gain:
+the starting constants stay, and the line says why.
+"""
+from __future__ import annotations
+
+import logging
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from verlsweep.common.stack import STACK_TAG, describe, digest
+from verlsweep.plan.fit import least_squares
+from verlsweep.plan.fit.measured_fit import Sample, relative_errors
+from verlsweep.plan.fit.measured_fit import predict_sample as _predict
+from verlsweep.plan.predictor.calibration import Calibration, Constants
+
+log = logging.getLogger(__name__)
+
+# the constants each measured kind identifies, per stack (the allocator peak measures the model's terms,
+# logits and activations, which are fitted to traces instead: verlsweep/plan/fit/trace_fit.py)
+STACK_TERMS: dict[str, tuple[str, ...]] = {
+    "device_memory": ("runtime_context_gb", "fragmentation"),
+    "throughput": ("decode_bw_efficiency", "train_mfu"),
+}
+KIND_WORDS = {"device_memory": "peak", "throughput": "tokens/s"}
+BAND_FLOOR = 0.05        # the least rollout_band_error a calibration sets
+MAX_RUNS = 300           # the latest trials of the stack: each is composed again (a Hydra compose apiece)
+MIN_TRIALS = 3           # fewer: a fit of two terms per kind is not held out by anything
+
+
+@dataclass(frozen=True)
+class StackCalibration:
+    """What the planner plans with, and the one line that says why."""
+
+    calibration: Calibration
+    stack: str                                   # the stack's parts, as the line names it
+    trials: int = 0
+    studies: int = 0
+    held_out: dict[str, float] = field(default_factory=dict)    # kind -> mean |rel. error|, refitted terms
+    packaged: dict[str, float] = field(default_factory=dict)    # kind -> the same, starting constants
+    used: tuple[str, ...] = ()                                  # the kinds whose terms were adopted
+    reason: str = ""                                            # why not (when nothing was adopted)
+
+    @property
+    def calibrated(self) -> bool:
+        return bool(self.used)
+
+    def line(self) -> str:
+        if not self.used:
+            return f"planner not calibrated on {self.stack}: {self.reason}; the packaged constants plan"
+        errors = "; ".join(f"held-out {KIND_WORDS[k]} error {self.held_out[k]:.1%} "
+                           f"(packaged constants {self.packaged[k]:.1%})" for k in self.used)
+        studies = f"{self.studies} stud{'y' if self.studies == 1 else 'ies'}"
+        return f"planner calibrated on {self.trials} trials of {studies} on {self.stack}; {errors}"
+
+
+def stack_runs(client: Any, stack_digest: str) -> list[Any]:
+    """The completed trial runs of this stack, in every experiment of the store, the latest MAX_RUNS."""
+    experiments = [e.experiment_id for e in client.search_experiments(max_results=50_000)]
+    if not experiments:
+        return []
+    where = f"tags.`{STACK_TAG}` = '{stack_digest}' and tags.`trial.outcome` = 'completed'"
+    return list(client.search_runs(experiments, filter_string=where, max_results=MAX_RUNS,
+                                   order_by=["attributes.start_time DESC"]))
+
+
+def fit_terms(cal: Calibration, start: Constants, samples: Sequence[Sample]) -> Constants:
+    """`start` with the stack terms of the samples' kinds fitted to them."""
+    names = [n for kind in STACK_TERMS if any(s.kind == kind for s in samples) for n in STACK_TERMS[kind]]
+    if not names:
+        return start
+    return least_squares.solve(start, names, samples, _predict, lambda s: s.measured, bounds=cal.bounds,
+                               default_bounds=(1e-6, float("inf")))
+
+
+def held_out_errors(cal: Calibration, samples: Sequence[Sample],
+                    groups: Sequence[str]) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Per kind, the |relative error| of each group's samples under terms fitted to the other groups'
+    samples, and under the starting constants."""
+    refit: dict[str, list[float]] = {}
+    start: dict[str, list[float]] = {}
+    for group in dict.fromkeys(groups):
+        train = [s for s, g in zip(samples, groups) if g != group]
+        test = [s for s, g in zip(samples, groups) if g == group]
+        fitted = fit_terms(cal, cal.constants, train)
+        for s, e_fit, e_start in zip(test, relative_errors(test, fitted), relative_errors(test, cal.constants)):
+            if any(t.kind == s.kind for t in train):       # a kind the others did not measure is not held out
+                refit.setdefault(s.kind, []).append(abs(e_fit))
+                start.setdefault(s.kind, []).append(abs(e_start))
+    return refit, start
+
+
+def calibrate_samples(cal: Calibration, samples: Sequence[Sample], runs: Sequence[str], studies: dict[str, str],
+                      stack: dict[str, str]) -> StackCalibration:
+    """The decision on these samples (`runs`: each sample's run id; `studies`: run id -> study)."""
+    kept = [(s, r) for s, r in zip(samples, runs, strict=True) if s.kind in STACK_TERMS]
+    samples, runs = [s for s, _ in kept], [r for _, r in kept]
+    name = f"stack {digest(stack)} ({describe(stack)})"
+    trials = len(set(runs))
+    n_studies = len({studies.get(r, r) for r in runs})
+    out = StackCalibration(cal, name, trials, n_studies)
+    if trials < MIN_TRIALS:
+        return replace(out, reason=f"too few trials ({trials} of the {MIN_TRIALS} needed)")
+    # hold out whole studies when there are several; within one, each trial
+    groups = [studies.get(r, r) for r in runs] if n_studies >= 2 else list(runs)
+    errors, start_errors = held_out_errors(cal, samples, groups)
+    held = {k: statistics.fmean(v) for k, v in errors.items()}
+    packaged = {k: statistics.fmean(v) for k, v in start_errors.items()}
+    used = tuple(k for k in STACK_TERMS if k in held and held[k] < packaged[k])
+    if not used:
+        gains = ", ".join(f"{KIND_WORDS[k]} {held[k]:.1%} vs {packaged[k]:.1%}" for k in held)
+        return replace(out, held_out=held, packaged=packaged, reason=f"no held-out gain ({gains or 'none held out'})")
+    fitted = fit_terms(cal, cal.constants, [s for s in samples if s.kind in used])
+    if "device_memory" in used:
+        # the veto's band around the refitted non-trainer terms: their worst held-out device-peak error, with a
+        # floor, as a peak measured on one trial says little about another phase of a config not yet run
+        band = max(BAND_FLOOR, max(errors["device_memory"]))
+        fitted = replace(fitted, rollout_band_error=min(band, cal.constants.rollout_band_error))
+    return replace(out, calibration=replace(cal, constants=fitted), held_out=held, packaged=packaged, used=used)
+
+
+def calibrate(tracking_uri: str, cal: Calibration, stack: dict[str, str], *, warmup_steps: int = 1) -> StackCalibration:
+    """`cal` refitted to the completed trials of `stack` in the store at `tracking_uri` (StackCalibration)."""
+    from mlflow.tracking import MlflowClient
+
+    from verlsweep.plan.fit.refit import harvest_runs
+
+    client = MlflowClient(tracking_uri=tracking_uri)
+    runs = stack_runs(client, digest(stack))
+    got = harvest_runs(client, runs, warmup_steps=warmup_steps)
+    studies = {r.info.run_id: r.data.tags.get("sweep.study") or r.info.experiment_id for r in runs}
+    for rid, why in got.skipped.items():
+        log.info("stack calibration: run %s not used: %s", rid, why)
+    return calibrate_samples(cal, got.samples, got.sample_runs, studies, stack)
+
+
+def store_exists(uri: str) -> bool:
+    """Whether the store at `uri` can hold trials already: a sqlite or file store whose path is missing
+    has none (and opening it would create one where the user only asked for a plan)."""
+    from urllib.parse import urlparse
+
+    parsed = urlparse(uri)
+    if parsed.scheme == "sqlite":
+        return Path(uri[len("sqlite:///"):]).is_file()
+    if parsed.scheme in ("", "file"):
+        return Path(parsed.path or uri).exists()
+    return True
+
+
+def for_config(cfg: Any) -> StackCalibration | None:
+    """The stack calibration a composed config asks for (plan.calibrate, tracking.uri, plan.calibration
+    as the start), read in this process's stack; None when off or there is no store to read."""
+    from omegaconf import OmegaConf
+
+    from verlsweep.common.stack import read_stack
+    from verlsweep.plan.predictor.verdict import load_calibration
+
+    if not OmegaConf.select(cfg, "plan.calibrate", default=True):
+        return None
+    if not OmegaConf.select(cfg, "tracking.enabled", default=False):
+        return None
+    uri = str(OmegaConf.select(cfg, "tracking.uri"))
+    if not store_exists(uri):
+        return None
+    return calibrate(uri, load_calibration(cfg), read_stack())
