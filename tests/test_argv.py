@@ -63,3 +63,16 @@ def test_an_override_hydra_cannot_parse_is_named_with_hydras_reason_and_options_
     (said,) = grammar_errors(["--cfg", "job", "frobnicate"])
     assert said.startswith("frobnicate: not an override Hydra can read (missing EQUAL at '<EOF>'); write key=value")
     assert grammar_errors(["--info", "defaults", "-cn", "other", "trial.steps=3", "-m", "x=choice(1,2)"]) == []
+
+
+def test_the_group_options_follow_the_config_path_variable_from_one_call_to_the_next(tmp_path, monkeypatch):
+    from verlsweep import CONF_DIR
+    from verlsweep.command.argv import group_options
+    from verlsweep.common.names import CONFIG_PATH_ENV
+
+    monkeypatch.delenv(CONFIG_PATH_ENV, raising=False)
+    before = group_options(CONF_DIR)["hardware"]
+    (tmp_path / "site" / "hardware").mkdir(parents=True)
+    (tmp_path / "site" / "hardware" / "lab_c.yaml").write_text("# @package _global_\nhardware: {name: lab_c}\n")
+    monkeypatch.setenv(CONFIG_PATH_ENV, str(tmp_path / "site"))
+    assert "lab_c" not in before and "lab_c" in group_options(CONF_DIR)["hardware"]

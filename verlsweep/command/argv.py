@@ -7,6 +7,7 @@ MissingConfigException); a near miss such as `hardware=a2_64G` deserves the clos
 from __future__ import annotations
 
 import functools
+import os
 import re
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from hydra.errors import HydraException
 from verlsweep.command.hydra_compose import group_options as hydra_group_options
 from verlsweep.command.suggest import did_you_mean
 from verlsweep.common import moved_keys
+from verlsweep.common.names import CONFIG_PATH_ENV
 
 SPACE_GROUP = "space"            # the search space: configures our sweeper (hydra.sweeper.*) only
 OUR_SWEEPER = "verlsweep"
@@ -33,11 +35,12 @@ def _searchpath(argv: list[str]) -> list[str]:
 def group_options(conf_dir: Path, argv: list[str] | None = None) -> dict[str, list[str]]:
     """Config group -> its options, as Hydra finds them from `conf_dir` (the search spaces and the user's
     config dirs included, with a `hydra.searchpath=` of `argv`); Hydra's own groups excluded."""
-    return dict(_group_options(conf_dir, tuple(_searchpath(argv or []))))
+    # the user's config dirs of VERLSWEEP_CONFIG_PATH are options too: a part of the cache's key
+    return dict(_group_options(conf_dir, tuple(_searchpath(argv or [])), os.environ.get(CONFIG_PATH_ENV, "")))
 
 
 @functools.lru_cache(maxsize=4)
-def _group_options(conf_dir: Path, searchpath: tuple[str, ...]) -> dict[str, list[str]]:
+def _group_options(conf_dir: Path, searchpath: tuple[str, ...], config_path: str) -> dict[str, list[str]]:
     """Cached: each check of the command line asks, and each answer loads Hydra's config repository."""
     from verlsweep import ROOT_CONFIG
 
