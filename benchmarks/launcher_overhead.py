@@ -2,12 +2,12 @@
 
     python benchmarks/launcher_overhead.py [--trials 12] [--sleep 3] [--jobs 3]
 
-Runs `python benchmarks/sleep_app.py -m` (the real conf/ tree and verlsweep sweeper; each trial sleeps
-`--sleep` seconds instead of running verl) once per launcher, one after the other on this machine:
-the basic launcher (one trial at a time, in the sweep's process) and joblib with `--jobs` trials in
-flight. A trial's ask and tell are Optuna's datetime_start / datetime_complete; its own run is what the
-app records around its sleep. Prints per launcher the median, p90 and max of (tell - ask) - own run,
-and the sweep's wall time.
+Runs `python sweep.py -m runner=estimate` (verlsweep's own task: prepare, compose, planner, MLflow run in
+a sqlite store) once per launcher, one after the other on this machine: the basic launcher (one trial
+at a time, in the sweep's process) and joblib with `--jobs` trials in flight. Each trial's runner sleeps
+`--sleep` seconds over its steps (runner.step_seconds), its own run (the trial's duration_s). A trial's
+ask and tell are Optuna's datetime_start / datetime_complete. Prints per launcher the median, p90 and
+max of (tell - ask) - own run, and the sweep's wall time.
 """
 from __future__ import annotations
 
@@ -22,40 +22,36 @@ from pathlib import Path
 import optuna
 
 REPO = Path(__file__).resolve().parent.parent
-APP = REPO / "benchmarks" / "sleep_app.py"
+STEPS = 5
 LAUNCHERS = {
     "basic": [],
     "joblib": ["hydra/launcher=joblib", "hydra.launcher.n_jobs={jobs}", "hydra.sweeper.n_jobs={jobs}"],
 }
 
 
-def own_runs(events: Path) -> dict[int, float]:
-    spans: dict[int, dict[str, float]] = {}
-    for line in events.read_text().splitlines():
-        kind, number, at, _ = line.split()
-        spans.setdefault(int(number), {})[kind] = float(at)
-    return {n: s["end"] - s["start"] for n, s in spans.items() if "start" in s and "end" in s}
+def _launched(t: optuna.trial.FrozenTrial) -> bool:
+    """A trial whose job ran (not one the planner vetoed, a proof ruled out or a measurement reused)."""
+    return (t.user_attrs.get("outcome") not in ("infeasible", None) and "reused_from" not in t.user_attrs
+            and t.user_attrs.get("duration_s") is not None)
 
 
 def one(name: str, args: argparse.Namespace, work: Path) -> tuple[list[float], float]:
-    events = work / f"{name}.events"
     storage = f"sqlite:///{work / (name + '.db')}"
     extra = [a.format(jobs=args.jobs) for a in LAUNCHERS[name]]
-    command = [sys.executable, str(APP), "-m", "runner=estimate", "tracking.enabled=false", "study.report=false",
-               "validate.verl=false", "study.enqueue_recipe=false", "study.guide.top_k=0",
+    command = [sys.executable, str(REPO / "sweep.py"), "-m", "hardware=a2_64g", "algorithm=remax",
+               "runner=estimate", f"runner.step_seconds={args.sleep / STEPS}", f"trial.steps={STEPS}",
+               "study.report=false", "study.long_run.confirm=0", f"tracking.uri=sqlite:///{work / 'mlflow.db'}",
                f"hydra.sweeper.n_trials={args.trials}", f"hydra.sweeper.storage={storage}",
-               f"hydra.sweeper.study_name={name}", f"hydra.sweep.dir={work / name}",
-               f"+bench.sleep_s={args.sleep}", f"+bench.events={events}", *extra]
+               f"hydra.sweeper.study_name={name}", f"hydra.sweep.dir={work / name}", *extra]
     started = time.monotonic()
     done = subprocess.run(command, cwd=work, capture_output=True, text=True, timeout=3600)
     wall = time.monotonic() - started
     if done.returncode != 0:
         raise SystemExit(f"{name}: the sweep failed:\n{done.stderr[-3000:]}")
-    own = own_runs(events)
     study = optuna.load_study(study_name=name, storage=storage)
-    overhead = [(t.datetime_complete - t.datetime_start).total_seconds() - own[t.number]
+    overhead = [(t.datetime_complete - t.datetime_start).total_seconds() - float(t.user_attrs["duration_s"])
                 for t in study.get_trials(deepcopy=False)
-                if t.datetime_start and t.datetime_complete and t.number in own]
+                if t.datetime_start and t.datetime_complete and _launched(t)]
     return overhead, wall
 
 
@@ -66,15 +62,16 @@ def main() -> None:
     p.add_argument("--jobs", type=int, default=3, help="trials in flight with joblib")
     args = p.parse_args()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    print(f"{args.trials} trials of {args.sleep:g} s each; joblib with {args.jobs} in flight; seconds of "
-          "(tell - ask) - the trial's own run")
-    print(f"{'launcher':10} {'median':>7} {'p90':>7} {'max':>7} {'wall':>7}")
+    print(f"{args.trials} estimate trials of {args.sleep:g} s each; joblib with {args.jobs} in flight; seconds of "
+          "(tell - ask) - the trial's own run, launched trials")
+    print(f"{'launcher':10} {'trials':>6} {'median':>7} {'p90':>7} {'max':>7} {'wall':>7}")
     with tempfile.TemporaryDirectory(prefix="verlsweep-launcher-") as tmp:
         for name in LAUNCHERS:
             overhead, wall = one(name, args, Path(tmp))
             ordered = sorted(overhead)
             p90 = ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
-            print(f"{name:10} {statistics.median(overhead):7.2f} {p90:7.2f} {max(overhead):7.2f} {wall:7.1f}")
+            print(f"{name:10} {len(overhead):6d} {statistics.median(overhead):7.2f} {p90:7.2f} {max(overhead):7.2f} "
+                  f"{wall:7.1f}")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import sys
-import threading
 import time
 import traceback
 from collections.abc import Mapping, Sequence
@@ -79,39 +78,6 @@ def _interrupted(abandoned: list[int]) -> NoReturn:
     raise SystemExit(130) from None
 
 
-def _warm_joblib_workers(launcher: Any, n_jobs: int) -> None:
-    """joblib's workers start on its first launch: each spawns, imports Hydra and the task's modules and only
-    then runs its trial, seconds per worker on a small machine, counted in the first trials' time. Started
-    here, in the background, the spawning overlaps the study's creation and the planner guide. The same
-    joblib settings as its launch (hydra_joblib_launcher/_core.py) give the same reusable loky executor."""
-    if type(launcher).__name__ != "JoblibLauncher" or n_jobs < 2:
-        return
-    from joblib import Parallel, delayed
-
-    from hydra_plugins.hydra_joblib_launcher._core import process_joblib_cfg
-
-    cfg = dict(launcher.joblib)
-    cfg["backend"] = "loky"
-    process_joblib_cfg(cfg)
-    from hydra.core.singleton import Singleton
-
-    work = Parallel(**cfg)
-    job = delayed(_worker_ready)(launcher.task_function, launcher.hydra_context, launcher.config, Singleton.get_state())
-    threading.Thread(target=lambda: work(job for _ in range(n_jobs)), name="verlsweep-warm-joblib",
-                     daemon=True).start()
-
-
-def _worker_ready(task_function: Any, hydra_context: HydraContext, config: DictConfig, singleton: Any) -> None:
-    """In a joblib worker, as its jobs will (hydra_joblib_launcher/_core.py execute_job): unpickling
-    `task_function` imports the task's modules; one composition fills the config loader's caches."""
-    from hydra.core.singleton import Singleton
-    from hydra.core.utils import setup_globals
-
-    setup_globals()
-    Singleton.set_state(singleton)
-    hydra_context.config_loader.load_sweep_config(config, [])
-
-
 def settings_from(kwargs: Mapping[str, Any]) -> VerlSweepSweeperConf:
     """hydra.sweeper as Hydra hands it to the sweeper, read once into its frozen config dataclass. A key that
     moved (verlsweep.common.moved_keys) or is unknown, or a value of the wrong type, exits 2 naming it:
@@ -176,7 +142,6 @@ class VerlSweepImpl(Sweeper):
                 validate=self._validate, compose_trial=self._compose_trial, compose_launch=self._compose_launch,
                 check_fixed=self._check_fixed))
         search = self._search(arguments, hooks)
-        _warm_joblib_workers(self.launcher, self.settings.n_jobs)
         Loop(self.settings, hooks, self.config, self.sweep_dir, self._run_batch).run(search, started)
 
     def _run_batch(self, batch: list[list[str]], initial_job_idx: int) -> Sequence[Any]:
