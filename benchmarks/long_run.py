@@ -1,14 +1,17 @@
 """search_efficiency.py --long-run: does the declared best survive the long run?
 
-Every method runs the race of search_efficiency.py (the same runs, the same cost model: until it measured
-a config within 3% of the best feasible 5-step throughput, or the budget). Its declared best is then its
-best measured config. A trial measures 5 steps at the lengths the policy writes then; the long run reaches
-the maximum lengths, where some configs no longer fit (search_landscapes.survives_long_run, written before
-any result and never tuned). For `verlsweep` the confirmation stage follows (verlsweep.study.confirm:
-the best `k` measured configs each run CONFIRM_STEPS steps at the maximum lengths; while none passed, the
-next best one too), and its declared best is the best one that passed.
+Every method runs the race of search_efficiency.py (the same cost model), to a near-best config that
+survives: until it measured a config within 3% of the best 5-step throughput among the configs that
+survive the long run, or the budget (search_methods.SURVIVES: the same oracle for every method; none of
+them knows which configs survive). Its declared best is then its best measured config. A trial measures
+5 steps at the lengths the policy writes then; the long run reaches the maximum lengths, where some configs
+no longer fit (search_landscapes.survives_long_run, written before any result and never tuned). For
+`verlsweep` the confirmation stage follows (verlsweep.study.confirm: the best `k` measured configs each
+run study.long_run.confirm_steps steps at the maximum lengths; while none passed, the next best one too;
+one a failed confirmation proves to fail there, verlsweep/proofs/rules.py, is settled without a launch),
+and its declared best is the best one that passed.
 
-Cost of a confirmation, in device-hours (seconds x WORLD / 3600): STARTUP_S + (CONFIRM_STEPS + 1) steps at
+Cost of a confirmation, in device-hours (seconds x WORLD / 3600): STARTUP_S + (confirm_steps + 1) steps at
 the maximum lengths (a step there takes LONG_STEP_FACTOR x the 5-step one) when it passes; STARTUP_S + one
 such step when it fails (it OOMs in its first step at maximum lengths).
 
@@ -26,11 +29,22 @@ from __future__ import annotations
 import statistics
 
 import search_methods
-from search_landscapes import CONFIRM_STEPS, LONG_STEP_FACTOR, WORLD, Landscape, survives_long_run
+from search_landscapes import LONG_STEP_FACTOR, WORLD, Landscape, survives_long_run
 from search_methods import Run
+
+from verlsweep.command.compose import compose_config
+from verlsweep.config.study import study_config
+from verlsweep.proofs.rules import Observed, decide
 
 CONFIRMED = "verlsweep"            # the method that runs the confirmation stage (the sweeper's default)
 PLAIN = "verlsweep, no confirm"    # the same runs without it (study.long_run.confirm=0)
+CONFIRM_STEPS = study_config(compose_config([])).long_run.confirm_steps
+# a config fails at the maximum lengths when what it holds in training does not fit there
+FAILS_IN = "training"
+
+
+def survives(land: Landscape, key: tuple) -> bool:
+    return survives_long_run(dict(zip(land.knobs, key)))
 
 
 def confirm_dh(step_s: float, survives: bool) -> float:
@@ -47,13 +61,18 @@ def declare(land: Landscape, run: Run, k: int, confirm: bool) -> tuple[tuple | N
     if not confirm:
         return ranked[0][0], spent, 0.0          # declared when the sweep ends
     cost, examined, passed = 0.0, 0, None
+    failed: list[Observed] = []
     for key, _tok_s, _when in ranked:
         if examined >= k and passed is not None:
             break
-        survives = survives_long_run(dict(zip(land.knobs, key)))
-        cost += confirm_dh(land.truth[key].step_s, survives)
         examined += 1
-        if survives and passed is None:
+        if decide(failed, dict(zip(land.knobs, key))).verdict == "fail":
+            continue                              # settled by a failed confirmation's proof: no launch
+        ok = survives(land, key)
+        cost += confirm_dh(land.truth[key].step_s, ok)
+        if not ok:
+            failed.append(Observed(len(failed), dict(zip(land.knobs, key)), "oom", FAILS_IN))
+        elif passed is None:
             passed = key
     return passed, spent + cost, cost
 
@@ -64,8 +83,7 @@ def table(lands: list[Landscape], runs: dict[tuple[str, str], list[Run]], method
              f"{'median dh':>9} {'confirm share':>13}"]
     lines.append("-" * len(lines[0]))
     for land in lands:
-        survivors = [t.tok_s for key, t in land.truth.items() if t.tok_s is not None
-                     and survives_long_run(dict(zip(land.knobs, key)))]
+        survivors = [t.tok_s for key, t in land.truth.items() if t.tok_s is not None and survives(land, key)]
         best_surviving = max(survivors, default=0.0)
         feasible = sum(1 for t in land.truth.values() if t.tok_s is not None)
         head = f"{land.name:22} {len(survivors) / max(feasible, 1):>5.0%}"
@@ -77,7 +95,7 @@ def table(lands: list[Landscape], runs: dict[tuple[str, str], list[Run]], method
             got = runs.get((land.name, method), [])
             for run in got:
                 key, when, cost = declare(land, run, k, confirm)
-                ok = key is not None and survives_long_run(dict(zip(land.knobs, key)))
+                ok = key is not None and survives(land, key)
                 fails += key is not None and not ok
                 good = ok and land.truth[key].tok_s >= target * best_surviving
                 near += good

@@ -282,6 +282,8 @@ def main() -> None:
     args = _arguments()
     search_methods.STARTUP_S = args.startup_s        # read by cost_dh, in the forked workers too
     search_methods.TARGET = args.target              # read by run_method, in the forked workers too
+    if args.long_run:                                # the race is to a near-best survivor (long_run.py)
+        search_methods.SURVIVES = long_run.survives
     tic = time.perf_counter()
     n_configs, lands, runs = _race(args)
 

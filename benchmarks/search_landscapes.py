@@ -257,7 +257,6 @@ ACT_MAX_GIB = 22.0
 DRIVER_GIB = 3.3               # idle HBM the Ascend driver keeps (npu-smi in vllm-ascend#1903)
 # a step at maximum lengths holds (max prompt + max response) / (the 5-step means: 0.45 + 0.5 of them)
 LONG_STEP_FACTOR = 2.0 / 0.95
-CONFIRM_STEPS = 3              # study.long_run.confirm_steps
 
 
 def survives_long_run(p: dict) -> bool:

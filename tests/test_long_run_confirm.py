@@ -121,3 +121,46 @@ def test_a_new_confirmation_trial_has_the_confirmed_params_and_is_not_an_ordinar
     trial = confirm.new_trial(study, study.get_trials()[1])
     assert trial.params == {"x": 0.1} and trial.user_attrs[CONFIRMS_ATTR] == 1
     assert confirmations.ordinary(study.get_trials()) == study.get_trials()[:2]
+
+
+def _knob_study(configs: list[tuple[float, bool, float]]) -> optuna.Study:
+    """Completed ordinary trials of (util, actor param offload, tokens/s), TP 4, other offloads off."""
+    dists = {UTIL: FloatDistribution(0.3, 0.9), TP: optuna.distributions.CategoricalDistribution([2, 4]),
+             **{k: optuna.distributions.CategoricalDistribution([False, True]) for k in OFFLOADS}}
+    study = optuna.create_study(direction="maximize")
+    for util, offload, tok_s in configs:
+        params = {UTIL: util, TP: 4, OFFLOADS[0]: offload, OFFLOADS[1]: False, OFFLOADS[2]: False}
+        study.add_trial(create_trial(params=params, distributions=dists, values=[tok_s],
+                                     user_attrs={"outcome": "completed"}))
+    return study
+
+
+def _failed_confirmation(study: optuna.Study, of: int, phase: str) -> None:
+    confirmed = study.trials[of]
+    study.add_trial(create_trial(params=confirmed.params, distributions=confirmed.distributions,
+                                 state=TrialState.FAIL, user_attrs={CONFIRMS_ATTR: of, "outcome": "oom",
+                                                                    "failure_phase": phase}))
+
+
+def test_a_training_oom_at_max_lengths_settles_the_next_config_it_covers_without_a_launch():
+    # trial 0 (util 0.8, no offload) failed at max lengths in training (its confirmation: trial 3);
+    # trial 1 (util 0.6, no offload, same TP) needs as much for training at every util: it fails there
+    # too, proven, so trial 2 (param offload on) is the one launched
+    study = _knob_study([(0.8, False, 500), (0.6, False, 450), (0.6, True, 400)])
+    _failed_confirmation(study, 0, "training")
+    assert [t.number for t in confirm.pick(study, 1)] == [2]
+    found = confirmations.of_study(study.trials)
+    assert found[1].status == confirmations.FAILS and found[1].proven_by == 3      # trial 0's confirmation
+    assert found[1].sentence() == "fails at max lengths: proven by trial 3 (oom in training), not launched"
+    assert best_trials(study)[0].number == 2
+    # and it is no evidence itself: a proof stands on confirmations that ran
+    assert [o.number for o in confirm.max_length_evidence(study.trials)] == [3]
+
+
+def test_without_proofs_or_with_a_phase_no_rule_covers_the_next_config_is_launched():
+    study = _knob_study([(0.8, False, 500), (0.6, False, 450), (0.6, True, 400)])
+    _failed_confirmation(study, 0, "training")
+    assert [t.number for t in confirm.pick(study, 1, proofs=False)] == [1]
+    other = _knob_study([(0.8, False, 500), (0.6, False, 450)])
+    _failed_confirmation(other, 0, "crash")
+    assert [t.number for t in confirm.pick(other, 1)] == [1]

@@ -78,6 +78,34 @@ def test_the_fastest_configs_fail_at_max_lengths_and_the_declared_best_survives_
     assert "trial 0 fails at max lengths" in status.stdout
 
 
+def test_what_a_failed_confirmation_proves_settles_the_next_config_without_a_launch(
+        tiny_model_dir, gsm8k_dir, empty_mlflow_db, tmp_path):
+    uri = copy_store(empty_mlflow_db, tmp_path)
+    # t00 and t01 hold everything on the device at the same TP: when t00 OOMs in training at max lengths,
+    # t01 (a lower util, the same offloads) is proven to fail there too; t02 (offloads on) is launched
+    order = [_entry(0.6, False), _entry(0.55, False), _entry(0.5, True)]
+    proc = run_sweep(tmp_path, [
+        *[a for a in tiny_overrides(tiny_model_dir, gsm8k_dir, tmp_path / "out", uri) if a != NO_CONFIRM],
+        "study.long_run.confirm=1", standin_entrypoint(), "validate.verl=false",
+        "trial.steps=5", "+env.VERL_STANDIN_MODE=auto", "+env.VERL_STANDIN_PEAK_MEMORY_GB=30",
+        "+env.VERL_STANDIN_LENGTH_GIB=44", "+env.VERL_STANDIN_STEP_SECONDS=0.01", "hydra/sweeper/pruner=none",
+        "study.enqueue_recipe=false", "study.guide.top_k=0", "hydra.sweeper.n_trials=3",
+        f"hydra.sweeper.enqueue=[{','.join(order)}]", f"hydra.sweep.dir={tmp_path / 'sweep'}",
+    ], new_mark(), multirun=True, report=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    sweep = tmp_path / "sweep"
+    rows = {int(r["number"]): r for r in csv.DictReader((sweep / "trials.csv").open())}
+    assert [rows[n]["outcome"] for n in (0, 1, 2)] == ["completed"] * 3
+    assert float(rows[0]["objective"]) > float(rows[1]["objective"]) > float(rows[2]["objective"])
+    assert rows[3]["confirms"] == "0" and rows[3]["outcome"] == "oom"
+    assert rows[1]["long_run"].startswith("fails at max lengths at prompt 64 / response 64: proven by trial 3 "
+                                          "(oom in training), not launched"), rows[1]
+    assert (rows[5]["confirms"], rows[5]["outcome"]) == ("2", "completed")
+    assert not list(sweep.glob("4*/command.json"))             # the settled one never launched
+    assert "trial_number: 2\n" in (sweep / "best.yaml").read_text()
+    assert "trial 1 fails at the maximum lengths without a launch: proven fail by trial 3" in proc.stdout + proc.stderr
+
+
 def test_a_resumed_finished_study_confirms_what_it_has_not_and_estimate_models_the_worst_case(
         empty_mlflow_db, tmp_path):
     import optuna

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from optuna.trial import FrozenTrial, TrialState
 
-from verlsweep.common.names import CONFIRM_AT_ATTR, CONFIRMS_ATTR, PREDICTED_ATTR
+from verlsweep.common.names import CONFIRM_AT_ATTR, CONFIRMS_ATTR, PREDICTED_ATTR, RULED_OUT_ATTR
 from verlsweep.common.result import PLAN_CHECK_PHASES
 
 CONFIRMED = "confirmed"
@@ -48,6 +48,7 @@ class Confirmation:
     capacity_gb: float | None
     prompt: int | None            # the lengths it ran at (max prompt / max response tokens)
     response: int | None
+    proven_by: int | None = None  # a failed confirmation whose outcome proves this one fails (none launched)
 
     def sentence(self) -> str:
         """`confirmed at prompt 1024 / response 2048 by trial 12: peak 41.2 of 60.96 GiB`."""
@@ -59,6 +60,8 @@ class Confirmation:
         if self.status == RUNNING:
             return f"being confirmed{at} by trial {self.trial}"
         phase = f" in {self.failure_phase}" if self.failure_phase else ""
+        if self.proven_by is not None:
+            return f"fails at max lengths{at}: proven by trial {self.proven_by} ({self.outcome}{phase}), not launched"
         return f"fails at max lengths{at}: trial {self.trial} ended {self.outcome}{phase}{peak}"
 
 
@@ -83,10 +86,11 @@ def of_study(trials: list[FrozenTrial]) -> dict[int, Confirmation]:
             continue          # an interrupted confirmation showed nothing: it runs again
         at = t.user_attrs.get(CONFIRM_AT_ATTR) or [None, None]
         peak = t.user_attrs.get("peak_memory_gb")
+        prover = t.user_attrs.get(RULED_OUT_ATTR)
         out[target] = Confirmation(t.number, target, _status(t), str(t.user_attrs.get("outcome") or t.state.name),
                                    t.user_attrs.get("failure_phase"),
                                    float(peak) if isinstance(peak, (int, float)) else None, _capacity(t),
-                                   at[0], at[1])
+                                   at[0], at[1], int(prover) if prover is not None else None)
     return out
 
 

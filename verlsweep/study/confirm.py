@@ -3,7 +3,10 @@ to confirm, the confirmation trial itself, and the train file sorted longest pro
 
 Which: the `k` best feasible ordinary trials (study.long_run.confirm), a trial whose predicted worst case
 does not fit (a risk) first; while none of those passes, the next best one too, so the best declared
-is one that passed whenever any config can.
+is one that passed whenever any config can. Proofs are kept per length regime: what a failed
+confirmation proves (verlsweep/proofs/rules.py, read at the maximum lengths: a training OOM fails every
+util with the same TP and the same or fewer offloads) settles the others it covers as failing there,
+recorded as their confirmation with the proving trial, and nothing is launched for them.
 """
 from __future__ import annotations
 
@@ -15,7 +18,8 @@ from optuna.trial import FrozenTrial, TrialState
 
 from verlsweep.command.overrides import format_value
 from verlsweep.common import optuna_private
-from verlsweep.common.names import CONFIRMS_ATTR, OVERRIDES_ATTR
+from verlsweep.common.names import CONFIRM_AT_ATTR, CONFIRMS_ATTR, FAILURE_PHASE_ATTR, OVERRIDES_ATTR, RULED_OUT_ATTR
+from verlsweep.proofs.rules import KNOBS, Decided, Observed, decide
 from verlsweep.reconcile import confirmations
 from verlsweep.study import outputs as _outputs
 from verlsweep.study.hooks import TaskHooks
@@ -34,10 +38,29 @@ def _ranked(study: optuna.Study) -> list[FrozenTrial]:
     return sorted(trials, key=lambda t: tuple(-s * v for s, v in zip(signs, t.values)))
 
 
-def pick(study: optuna.Study, k: int) -> list[FrozenTrial]:
-    """The trials to confirm now, risks first ([]: the stage is done)."""
+def pick(study: optuna.Study, k: int, proofs: bool = True) -> list[FrozenTrial]:
+    """The trials to confirm now, risks first ([]: the stage is done); with `proofs`, those a failed
+    confirmation proves to fail at the maximum lengths are settled first (rule_out) and not returned."""
     if k <= 0:
         return []
+    while True:
+        todo, ranked = _todo(study, k)
+        settled = [(t, d) for t in todo if proofs and (d := proven_to_fail(study, t)) is not None]
+        if not settled:
+            break
+        for t, d in settled:
+            rule_out(study, t, d)
+    for t in todo:
+        worst = confirmations.worst_case(t)
+        if worst is not None and not worst.fits:
+            log.warning("verlsweep: trial %d is a risk: its predicted worst case at the maximum lengths is "
+                        "%.1f of %.2f GiB (measured peak %.1f GiB scaled by the planner); confirmed first",
+                        t.number, worst.device_gb, worst.capacity_gb, t.user_attrs.get("peak_memory_gb"))
+    return sorted(todo, key=lambda t: (_fits(t), ranked.index(t)))
+
+
+def _todo(study: optuna.Study, k: int) -> tuple[list[FrozenTrial], list[FrozenTrial]]:
+    """The trials left to confirm (the top `k`, then the next while none passed) and the ranking."""
     trials = study.get_trials(deepcopy=False)
     found = {n: c for n, c in confirmations.of_study(trials).items() if c.status != confirmations.RUNNING}
     # a failed one left feasible() already; what is ranked here has passed or is not confirmed yet
@@ -55,13 +78,43 @@ def pick(study: optuna.Study, k: int) -> list[FrozenTrial]:
             if not passed and not todo:
                 todo.append(t)
             break
-    for t in todo:
-        worst = confirmations.worst_case(t)
-        if worst is not None and not worst.fits:
-            log.warning("verlsweep: trial %d is a risk: its predicted worst case at the maximum lengths is "
-                        "%.1f of %.2f GiB (measured peak %.1f GiB scaled by the planner); confirmed first",
-                        t.number, worst.device_gb, worst.capacity_gb, t.user_attrs.get("peak_memory_gb"))
-    return sorted(todo, key=lambda t: (_fits(t), ranked.index(t)))
+    return todo, ranked
+
+
+def max_length_evidence(trials: list[FrozenTrial]) -> list[Observed]:
+    """The confirmations that ran and ended, as the proof rules read them: evidence about the maximum
+    lengths, never about the few-step trials (verlsweep.proofs.evidence leaves them out there)."""
+    out = []
+    for t in trials:
+        outcome = t.user_attrs.get("outcome") or ("completed" if t.state == TrialState.COMPLETE else None)
+        if (confirmations.confirms(t) is None or not t.state.is_finished() or outcome in (None, "interrupted")
+                or t.user_attrs.get(RULED_OUT_ATTR) is not None or not all(k in t.params for k in KNOBS)):
+            continue
+        out.append(Observed(t.number, t.params, str(outcome), t.user_attrs.get(FAILURE_PHASE_ATTR)))
+    return out
+
+
+def proven_to_fail(study: optuna.Study, candidate: FrozenTrial) -> Decided | None:
+    """What proves `candidate` fails at the maximum lengths (None: only its own confirmation can say)."""
+    if not all(k in candidate.params for k in KNOBS):
+        return None
+    found = decide(max_length_evidence(study.get_trials(deepcopy=False)), candidate.params)
+    return found if found.verdict == "fail" else None
+
+
+def rule_out(study: optuna.Study, candidate: FrozenTrial, decided: Decided) -> None:
+    """Record `candidate`'s confirmation as failing by `decided`'s proof: a finished trial of the study
+    (so trials.csv, `--status`, the report and MLflow's tag show it) that never launched."""
+    prover = next(t for t in study.get_trials(deepcopy=False) if t.number == decided.trial)
+    attrs = {CONFIRMS_ATTR: candidate.number, RULED_OUT_ATTR: decided.trial,
+             "outcome": prover.user_attrs.get("outcome"),
+             FAILURE_PHASE_ATTR: prover.user_attrs.get(FAILURE_PHASE_ATTR),
+             CONFIRM_AT_ATTR: prover.user_attrs.get(CONFIRM_AT_ATTR)}
+    template = optuna.trial.create_trial(state=TrialState.FAIL, params=dict(candidate.params),
+                                         distributions=dict(candidate.distributions),
+                                         user_attrs={k: v for k, v in attrs.items() if v is not None})
+    optuna_private.storage(study).create_new_trial(optuna_private.study_id(study), template_trial=template)
+    log.warning("verlsweep: trial %d fails at the maximum lengths without a launch: %s", candidate.number, decided)
 
 
 def _fits(t: FrozenTrial) -> bool:

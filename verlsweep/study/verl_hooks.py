@@ -227,7 +227,7 @@ class VerlHooks(AppHooks):
         if self.dry_run:
             return []
         self._tag_confirmations(study)
-        return confirm.pick(study, self.settings.long_run.confirm)
+        return confirm.pick(study, self.settings.long_run.confirm, self.settings.proofs)
 
     def confirm_overrides(self, confirmed: FrozenTrial, trial: optuna.Trial, overrides: list[str]) -> list[str]:
         """A few steps with every response at max_response_length and the longest prompts first."""
