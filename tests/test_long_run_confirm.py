@@ -164,3 +164,15 @@ def test_without_proofs_or_with_a_phase_no_rule_covers_the_next_config_is_launch
     other = _knob_study([(0.8, False, 500), (0.6, False, 450)])
     _failed_confirmation(other, 0, "crash")
     assert [t.number for t in confirm.pick(other, 1)] == [1]
+
+
+def test_a_trials_line_says_what_it_confirms_or_that_its_worst_case_is_a_risk():
+    risky = {"plan/trainer_peak_gb": 30.0, "plan/worst_trainer_peak_gb": 50.0, "plan/capacity_gb": 60.0,
+             "plan/peak_gb/actor_update": 58.0}
+    assert confirm.trial_note({CONFIRMS_ATTR: 3}) == "confirms t03 at max lengths"
+    # measured 1.2x the predicted peak: 58 + 50 x 0.2 GiB at the maximum lengths
+    assert confirm.trial_note({"peak_memory_gb": 36.0, PREDICTED_ATTR: risky}) == (
+        "risk at max lengths: 68.0 of 60.0 GiB predicted")
+    safe = {**risky, "plan/worst_trainer_peak_gb": 31.0, "plan/peak_gb/actor_update": 45.0}
+    assert confirm.trial_note({"peak_memory_gb": 36.0, PREDICTED_ATTR: safe}) == ""
+    assert confirm.trial_note({"outcome": "oom"}) == ""

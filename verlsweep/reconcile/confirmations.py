@@ -12,7 +12,9 @@ ordinary trials (verlsweep.proofs), and a trial whose confirmation failed is nev
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from optuna.trial import FrozenTrial, TrialState
 
@@ -114,12 +116,17 @@ class WorstCase:
 
 
 def worst_case(t: FrozenTrial) -> WorstCase | None:
-    """None without a measured peak or the planner's numbers (an unplannable config, an older trial).
-    The ratio is taken at the planner's expected lengths (prompt/response means of its length model),
-    which stand for the lengths the trial held; with use_dynamic_bsz the trainer's peak is bounded by
-    its token budget per device rather than by the lengths, so this over-states it there."""
-    predicted = t.user_attrs.get(PREDICTED_ATTR) or {}
-    values = [t.user_attrs.get("peak_memory_gb"), predicted.get("plan/trainer_peak_gb"),
+    return worst_case_of(t.user_attrs)
+
+
+def worst_case_of(attrs: Mapping[str, Any]) -> WorstCase | None:
+    """A trial's WorstCase from its user attrs: None without a measured peak or the planner's numbers
+    (an unplannable config, an older trial). The ratio is taken at the planner's expected lengths
+    (prompt/response means of its length model), which stand for the lengths the trial held; with
+    use_dynamic_bsz the trainer's peak is bounded by its token budget per device rather than by the
+    lengths, so this over-states it there."""
+    predicted = attrs.get(PREDICTED_ATTR) or {}
+    values = [attrs.get("peak_memory_gb"), predicted.get("plan/trainer_peak_gb"),
               predicted.get("plan/worst_trainer_peak_gb"), predicted.get("plan/capacity_gb")]
     numbers = [float(x) for x in values if isinstance(x, (int, float)) and x > 0]
     if len(numbers) < len(values):

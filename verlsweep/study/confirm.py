@@ -11,7 +11,9 @@ recorded as their confirmation with the proving trial, and nothing is launched f
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
@@ -115,6 +117,18 @@ def rule_out(study: optuna.Study, candidate: FrozenTrial, decided: Decided) -> N
                                          user_attrs={k: v for k, v in attrs.items() if v is not None})
     optuna_private.storage(study).create_new_trial(optuna_private.study_id(study), template_trial=template)
     log.warning("verlsweep: trial %d fails at the maximum lengths without a launch: %s", candidate.number, decided)
+
+
+def trial_note(attrs: Mapping[str, Any]) -> str:
+    """What a trial's line says about the long run: the trial it confirms, or that its predicted worst
+    case at the maximum lengths does not fit (a risk: confirmed first)."""
+    confirms = attrs.get(CONFIRMS_ATTR)
+    if confirms is not None:
+        return f"confirms t{int(confirms):02d} at max lengths"
+    worst = confirmations.worst_case_of(attrs)
+    if worst is not None and not worst.fits:
+        return f"risk at max lengths: {worst.device_gb:.1f} of {worst.capacity_gb:.1f} GiB predicted"
+    return ""
 
 
 def _fits(t: FrozenTrial) -> bool:

@@ -27,7 +27,6 @@ from omegaconf import DictConfig, OmegaConf
 from verlsweep.common import optuna_private
 from verlsweep.common.labels import not_launched
 from verlsweep.common.names import (
-    CONFIRMS_ATTR,
     EDGE_PROBE_METRIC,
     N_TRIALS_ATTR,
     OBJECTIVES_ATTR,
@@ -356,9 +355,7 @@ class Loop:
         params = {k: self._space.value(k, v) for k, v in trial.params.items()}
         if self._progress is not None:
             edge = bool((trial.user_attrs.get(PREDICTED_ATTR) or {}).get(EDGE_PROBE_METRIC))
-            confirms = trial.user_attrs.get(CONFIRMS_ATTR)
-            if confirms is not None:       # a long-run confirmation (verlsweep.study.confirm)
-                note = note or f"confirms t{confirms:02d} at max lengths"
+            note = note or confirm.trial_note(trial.user_attrs)      # the long run: confirms / a risk
             self._progress.trial(trial.number, told.outcome, told.values, params,
                                  trial.user_attrs.get("duration_s"), told.excerpt, note, edge_probe=edge)
         log.debug("verlsweep: trial %d %s %s %s %s", trial.number, told.outcome, told.values, params, note)
