@@ -105,8 +105,8 @@ class StandinRun(TrackingMixin, FailureMixin):
         (told on stderr, as the stand-in's own note), else `auto`'s memory model."""
         shape, k = self.shape, self.k
         if self.truth is None:
-            need = MemoryModel.build(shape, k).step_need(shape, k, step)
-            return self.knobs.mode == "auto" and need > k.device_memory_gib
+            return (self.knobs.mode == "auto"
+                    and MemoryModel.build(shape, k).step_need(shape, k, step) > k.device_memory_gib)
         prompt, response = step_lengths(shape, k, step)
         point = self.truth.at(prompt, response)
         if point.oom:
