@@ -45,6 +45,8 @@ class Knobs:
     throughput: float = 1000.0
     peak_memory_gb: float = 24.0
     length_gib: float = 0.0  # what a batch at maximum lengths adds to the trainer peak (lengths.py)
+    truth: str = ""  # memory and tokens/s from a stack's hidden truth: "stack" or a stack (truth_steps.py)
+    truth_config: str = ""  # the trial's composed config the truth reads ("": its job dir's .hydra/config.yaml)
     seed: int = 0
     device_memory_gib: float = 60.96
     model_weights_gib: float = 16.0

@@ -15,6 +15,8 @@
   (max_prompt + max_response)``; ``length_gib`` (knob, default 0: the peak does not depend on lengths) is
   what the activations of a batch at maximum lengths add. ``auto`` OOMs at the first step whose peak plus
   what the driver keeps does not fit (run.py), so a config can pass 5 steps and fail at step 40.
+* Under the knob ``truth`` (truth_steps.py) the lengths grow the same way, but what a step holds and
+  reaches is a stack's hidden truth at them (truth.py), not ``trainer_peak`` and the knobs' peaks.
 """
 from __future__ import annotations
 

@@ -5,10 +5,13 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tests.support.standin.knobs import Knobs
 from tests.support.standin.lengths import DataOrder, response_fraction, trainer_peak
+
+if TYPE_CHECKING:
+    from tests.support.standin.truth_steps import TruthSteps
 
 
 def _sel(cfg: Any, key: str, default: Any) -> Any:
@@ -45,9 +48,10 @@ class RunShape:
     test_freq: int
     ignore_eos: bool = False
     data: DataOrder = DataOrder(None, "prompt", True)
+    truth: TruthSteps | None = None     # the hidden truth memory and tokens/s follow (truth_steps.py); None: knobs
 
     @classmethod
-    def from_config(cls, cfg: Any, knobs: Knobs) -> RunShape:
+    def from_config(cls, cfg: Any, knobs: Knobs, truth: TruthSteps | None = None) -> RunShape:
         loggers = _sel(cfg, "trainer.logger", ["console"])
         if isinstance(loggers, str):
             loggers = [loggers]
@@ -81,6 +85,7 @@ class RunShape:
             test_freq=int(_sel(cfg, "trainer.test_freq", -1)),
             ignore_eos=bool(_sel(cfg, "actor_rollout_ref.rollout.ignore_eos", False)),
             data=DataOrder.from_config(cfg),
+            truth=truth,
         )
 
 
@@ -158,11 +163,15 @@ def step_metrics(shape: RunShape, knobs: Knobs, step: int, np: Any) -> dict[str,
     n_seq = shape.batch * shape.n
     prompt_mean, resp_mean = step_lengths(shape, knobs, step)
     total_tokens = int(n_seq * (prompt_mean + resp_mean))
-    tput = throughput_per_device(shape, knobs, step)
+    true = shape.truth.at(prompt_mean, resp_mean) if shape.truth is not None else None
+    tput = true.tok_s if true is not None else throughput_per_device(shape, knobs, step)
     t_step = total_tokens / (tput * max(1, shape.n_gpus))
-    mem = MemoryModel.build(shape, knobs)
-    grown = trainer_peak(mem.train_peak, knobs, prompt_mean, resp_mean, shape.max_prompt, shape.max_response)
-    alloc = grown * (1.0 + 0.01 * rnd("mem"))
+    if true is not None:           # the truth's allocator peak at the step's lengths, as it is
+        alloc = true.trainer_peak_gb
+    else:
+        mem = MemoryModel.build(shape, knobs)
+        grown = trainer_peak(mem.train_peak, knobs, prompt_mean, resp_mean, shape.max_prompt, shape.max_response)
+        alloc = grown * (1.0 + 0.01 * rnd("mem"))
     score = 0.2 + 0.5 * (1.0 - math.exp(-step / 15.0)) + 0.02 * rnd("score")
 
     timing: dict[str, float] = {"gen": 0.55 * t_step, "old_log_prob": 0.07 * t_step}

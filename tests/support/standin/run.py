@@ -14,15 +14,18 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tests.support.standin.console import RayLogStream, _emit, _now_ms
 from tests.support.standin.driver import DriverChain, _noop
 from tests.support.standin.knobs import STEP_MODES, Knobs
-from tests.support.standin.metrics import MemoryModel, RunShape, _numpy, step_metrics, val_metrics
+from tests.support.standin.metrics import MemoryModel, RunShape, _numpy, step_lengths, step_metrics, val_metrics
 from tests.support.standin.ray_actors import RayActor, RayProcesses, _address, _hex_id, ray_task_error
 from tests.support.standin.run_failures import FailureMixin
 from tests.support.standin.tracking import TrackingMixin
+
+if TYPE_CHECKING:
+    from tests.support.standin.truth_steps import TruthSteps
 
 # What an existing cluster's actors see of the driver's environment: nothing (its raylet's own basics).
 CLUSTER_ENV = frozenset({"PATH", "HOME", "LANG", "LC_ALL", "USER", "TMPDIR", "PYTHONPATH"})
@@ -31,8 +34,10 @@ CLUSTER_ENV = frozenset({"PATH", "HOME", "LANG", "LC_ALL", "USER", "TMPDIR", "PY
 class StandinRun(TrackingMixin, FailureMixin):
     """Everything between Hydra handing over the config and ``run_ppo`` returning or raising."""
 
-    def __init__(self, knobs: Knobs, chain: DriverChain, state: dict[str, Any]) -> None:
+    def __init__(self, knobs: Knobs, chain: DriverChain, state: dict[str, Any],
+                 truth: TruthSteps | None = None) -> None:
         self.knobs = knobs
+        self.truth = truth
         self.chain = chain
         self.state = state
         self.rng = random.Random()
@@ -52,10 +57,14 @@ class StandinRun(TrackingMixin, FailureMixin):
         self._arm(None)
         knobs = self.knobs
         config.trainer.device = "npu"  # auto_set_device on an Ascend host
-        shape = RunShape.from_config(config, knobs)
+        shape = RunShape.from_config(config, knobs, self.truth)
         self.shape = shape
         mode = knobs.mode
-        if mode == "auto":
+        if self.truth is not None:
+            # the truth decides: `auto` trains until a step outgrows the device, whose capacity is the truth's
+            knobs = dataclasses.replace(knobs, device_memory_gib=self.truth.capacity_gb)
+            mode = "ok" if mode == "auto" else mode
+        elif mode == "auto":
             mode = MemoryModel.build(shape, knobs).verdict()
             if mode == "oom":
                 knobs = dataclasses.replace(knobs, fail_at_step=1)
@@ -90,6 +99,21 @@ class StandinRun(TrackingMixin, FailureMixin):
         self._arm(error)
         if self.ray is not None:
             self.ray.shutdown()
+
+    def _outgrown(self, step: int) -> bool:
+        """Whether `step`'s peak no longer fits the device: the truth's device peak at the step's lengths
+        (told on stderr, as the stand-in's own note), else `auto`'s memory model."""
+        shape, k = self.shape, self.k
+        if self.truth is None:
+            return (self.knobs.mode == "auto"
+                    and MemoryModel.build(shape, k).step_need(shape, k, step) > k.device_memory_gib)
+        prompt, response = step_lengths(shape, k, step)
+        point = self.truth.at(prompt, response)
+        if point.oom:
+            _emit(sys.stderr, f"[verl-standin] truth of stack {self.truth.stack}: step {step} at prompt {prompt:.1f} / "
+                              f"response {response:.1f} tokens needs {point.device_peak_gb:.3f} GiB per device of "
+                              f"{point.capacity_gb:.3f}")
+        return point.oom
 
     def _arm(self, error: BaseException | None) -> None:
         """Make the replayed ``run_ppo(...)`` line in ``main`` return (no error) or raise ``error``."""
@@ -198,9 +222,8 @@ class StandinRun(TrackingMixin, FailureMixin):
         last_val: dict[str, Any] | None = None
         for step in range(1, shape.total_steps + 1):
             time.sleep(max(0.0, k.step_seconds))
-            # auto: the lengths grow with the step (lengths.py); the first step whose peak does not fit OOMs
-            grown_oom = (self.knobs.mode == "auto" and mode == "ok"
-                         and MemoryModel.build(shape, k).step_need(shape, k, step) > k.device_memory_gib)
+            # auto or a truth: the lengths grow with the step (lengths.py); the first step whose peak does not fit OOMs
+            grown_oom = mode == "ok" and self._outgrown(step)
             if (mode in STEP_MODES and step == k.fail_at_step) or grown_oom:
                 error = self.fail_in_step("oom" if grown_oom else mode, at_init=False)
                 if error is not None:

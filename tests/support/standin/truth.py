@@ -7,19 +7,29 @@ The truth is the planner's own model under the stack's true constants (so the st
 verlsweep/plan/fit/stack_calibration.py, can identify it), times the hardware's factor. A trial whose
 true device peak at the longest sequences passes the device's capacity is an OOM.
 
-Used by tests/support/sweeper_app.py (`+app.truth=true`): the preflight under the sweep's calibration
-(plan.calibration, what the sweep's guide ranked with), then the trial's MLflow run as task.py records
-one: its stack tags, the planner's predictions, the measured tokens/s and device peak.
+One truth, two stand-ins:
+
+* tests/support/sweeper_app.py (`+app.truth=true`): the preflight under the sweep's calibration
+  (plan.calibration, what the sweep's guide ranked with), then the trial's MLflow run as task.py records
+  one: its stack tags, the planner's predictions, the measured tokens/s and device peak (`measure`).
+* the verl stand-in (verl_standin.py, knob `truth`: truth_steps.py): each training step's device peak,
+  trainer allocator peak and tokens/s at that step's lengths (`peaks_at`), so a config that completes a
+  sweep's 5 steps can run out of memory at the maximum lengths of the long run, as this truth decides.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from verlsweep.common.result import TrialResult
 from verlsweep.common.stack import read_stack, stack_tags
+
+if TYPE_CHECKING:
+    from verlsweep.plan import PlanInputs
+    from verlsweep.plan.predictor.lengths import Lengths
 
 # a stack as VERLSWEEP_STACK states it
 STACK_A = "cann=8.1.RC1,torch=2.5.1,torch_npu=2.5.1,vllm=0.9.1,vllm_ascend=0.9.1,verl=0.5.0"
@@ -49,21 +59,65 @@ def _true_calibration(cal: Any, truth: StackTruth) -> Any:
     return replace(cal, constants=replace(cal.constants, **vars(truth)))
 
 
-def measure(cfg: DictConfig, stack: str) -> tuple[float, float, bool]:
-    """(tokens/s, device peak GiB at the mean lengths, whether it runs out of memory) under the truth."""
-    from verlsweep.plan import from_cfg, load_calibration
-    from verlsweep.plan.predictor.lengths import expected_lengths
+def true_constants(stack: str) -> Any:
+    """The planner's constants as `stack` really has them (KeyError: a stack without a truth)."""
+    from verlsweep.plan import load_calibration
+
+    return _true_calibration(load_calibration(None), TRUTHS[stack]).constants
+
+
+@dataclass(frozen=True)
+class TruePoint:
+    """What a trial of one stack really holds and reaches at one pair of mean lengths."""
+
+    device_peak_gb: float       # the largest device phase, times the hardware's factor
+    trainer_peak_gb: float      # torch's allocated peak in the trainer: verl's max_memory_allocated_gb
+    tok_s: float                # tokens/s per device
+    capacity_gb: float          # what the device holds (torch's "total capacity")
+
+    @property
+    def oom(self) -> bool:
+        return self.device_peak_gb > self.capacity_gb
+
+
+def peaks_at(inputs: PlanInputs, stack: str, lengths: Lengths | None = None) -> TruePoint:
+    """The truth of `stack` for a trial (the planner's inputs) at `lengths` (None: every sequence at its
+    maximum); the hardware is the inputs' profile (HARDWARE_FACTOR, 1.02 for one it does not name)."""
+    from verlsweep.plan.predictor.lengths import worst_lengths
     from verlsweep.plan.predictor.memory import memory_per_phase
-    from verlsweep.plan.predictor.verdict import predict
+    from verlsweep.plan.predictor.throughput import step_throughput
+
+    constants = true_constants(stack)
+    lengths = lengths or worst_lengths(inputs)
+    memory = memory_per_phase(inputs, constants, lengths=lengths)
+    factor = HARDWARE_FACTOR.get(inputs.hardware.name, 1.02)
+    return TruePoint(device_peak_gb=max(memory.phases.values()) * factor, trainer_peak_gb=memory.trainer_peak_gb,
+                     tok_s=step_throughput(inputs, constants, lengths, memory.kv_tokens).tok_s,
+                     capacity_gb=inputs.hardware.capacity_gb)
+
+
+def measure(cfg: DictConfig, stack: str) -> tuple[float, float, bool]:
+    """(tokens/s, device peak GiB at the mean lengths, whether it runs out of memory at the maximum
+    lengths) under the truth."""
+    from verlsweep.plan import from_cfg
+    from verlsweep.plan.predictor.lengths import expected_lengths
 
     inputs = from_cfg(cfg)
-    true = _true_calibration(load_calibration(None), TRUTHS[stack])
-    factor = HARDWARE_FACTOR.get(str(OmegaConf.select(cfg, "hardware.name", default="")), 1.02)
-    verdict = predict(inputs, true)
-    mean_peak = max(memory_per_phase(inputs, true.constants,
-                                     lengths=expected_lengths(inputs, true.constants)).phases.values())
-    oom = max(verdict.phases.values()) * factor > verdict.capacity_gb
-    return verdict.tok_s, mean_peak * factor, oom
+    mean = peaks_at(inputs, stack, expected_lengths(inputs, true_constants(stack)))
+    return mean.tok_s, mean.device_peak_gb, peaks_at(inputs, stack).oom
+
+
+def trial_inputs(config_yaml: Path) -> PlanInputs:
+    """The planner's inputs of a trial from the config Hydra saved into its job dir (.hydra/config.yaml):
+    the composed sweep config `measure` reads, as a trial process can read it."""
+    from hydra.core.utils import setup_globals
+
+    from verlsweep.command import resolvers
+    from verlsweep.plan import from_cfg
+
+    setup_globals()                     # Hydra's ${now:} and the ${verlsweep.*:} the saved config holds
+    resolvers.register()                # unresolved, as a job's .hydra/config.yaml does
+    return from_cfg(OmegaConf.load(config_yaml))
 
 
 def run_trial(cfg: DictConfig, knobs: dict[str, Any]) -> TrialResult:

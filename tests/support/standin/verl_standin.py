@@ -88,6 +88,13 @@ peak_memory_gb         24          actor peak memory before offload factors
 length_gib             0           what a batch at maximum lengths adds to the trainer peak; ``auto`` OOMs
                                    at the first step that no longer fits (lengths.py: responses grow with
                                    the step, ``ignore_eos`` and ``data.shuffle=False`` honoured)
+truth                  (off)       ``stack`` (the stack ``VERLSWEEP_STACK`` states) or a stack as it states one:
+                                   memory and tokens/s from that stack's hidden truth (truth.py) at each step's
+                                   lengths; ``ok``/``auto`` then OOM at the first step whose true device peak
+                                   passes the truth's device capacity (truth_steps.py); a stack without a truth
+                                   exits 2
+truth_config           (trial's)   the trial's composed config the truth plans from (default
+                                   ``$VERLSWEEP_TRIAL_DIR/.hydra/config.yaml``, what Hydra saved for the job)
 seed                   0           seed of the deterministic per-step noise
 device_memory_gib      60.96       device capacity (torch_npu's "total capacity" of a 64 GB Ascend 910B)
 model_weights_gib      16          rollout weights (split by TP) for ``auto``'s KV-cache check
@@ -176,6 +183,9 @@ Where each part lives (this directory)
 * console.py: Ray's log prefixes and colours, verl's console line.
 * ray_actors.py: Ray-shaped exceptions, actors, the raylet/worker child processes.
 * metrics.py: the run's shape and the deterministic metrics / memory model.
+* lengths.py: how long a step's sequences are (their growth) and what they add to the trainer's peak.
+* truth.py, truth_steps.py: a stack's hidden truth (shared with tests/support/sweeper_app.py) and the
+  stand-in's steps under it (knob ``truth``).
 * failure_texts.py: the failure texts and the frames each failure surfaces through.
 * run.py, run_failures.py, tracking.py: the simulation (``StandinRun``), its failures and hangs, its tracking.
 * ray_placement.py: the real Ray of ``unschedulable``.
@@ -208,6 +218,11 @@ def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         knobs, rest = parse_standin_args(args)
+        truth = None
+        if knobs.truth:        # the planner is imported only for a run under a hidden truth
+            from tests.support.standin.truth_steps import TruthSteps
+
+            truth = TruthSteps.load(knobs)
         config_dir = verl_config_dir()
     except KnobError as exc:
         print(f"verl_standin: {exc}", file=sys.stderr)
@@ -219,7 +234,7 @@ def main(argv: list[str] | None = None) -> None:
     import hydra
 
     state: dict[str, Any] = {}
-    run = StandinRun(knobs, DriverChain(), state)
+    run = StandinRun(knobs, DriverChain(), state, truth)
     task = build_task_function(run, state)
     sys.argv = [sys.argv[0], *rest]
     hydra.main(config_path=str(config_dir), config_name="ppo_trainer", version_base=None)(task)()
