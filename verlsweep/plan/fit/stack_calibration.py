@@ -159,8 +159,10 @@ def _refit_terms(cal: Calibration, samples: Sequence[Sample], runs: Sequence[str
     return replace(out, calibration=replace(cal, constants=fitted), held_out=held, packaged=packaged, used=used)
 
 
-def calibrate(tracking_uri: str, cal: Calibration, stack: dict[str, str], *, warmup_steps: int = 1) -> StackCalibration:
-    """`cal` refitted to the completed trials of `stack` in the store at `tracking_uri` (StackCalibration)."""
+def calibrate(tracking_uri: str, cal: Calibration, stack: dict[str, str], *, warmup_steps: int = 1,
+              trainer: str = "analytic") -> StackCalibration:
+    """`cal` refitted to the completed trials of `stack` in the store at `tracking_uri` (StackCalibration);
+    `trainer`: how the planner gets its trainer terms (plan.trainer), whose band the allocator peaks set."""
     from mlflow.tracking import MlflowClient
 
     from verlsweep.plan.fit.refit import harvest_runs
@@ -171,7 +173,14 @@ def calibrate(tracking_uri: str, cal: Calibration, stack: dict[str, str], *, war
     studies = {r.info.run_id: r.data.tags.get("sweep.study") or r.info.experiment_id for r in runs}
     for rid, why in got.skipped.items():
         log.info("stack calibration: run %s not used: %s", rid, why)
-    return calibrate_samples(cal, got.samples, got.sample_runs, studies, stack)
+    samples, sample_runs = list(got.samples), list(got.sample_runs)
+    if trainer == "traced":
+        # harvest_runs predicts with the analytic formula (the refit sets its constants); the traced band is
+        # measured by the same allocator peaks predicted with traced terms (traced once per shape, cached)
+        peaks = [(s, r) for s, r in zip(samples, sample_runs) if s.kind == "memory"]
+        samples += [replace(s, inputs=replace(s.inputs, trainer="traced")) for s, _ in peaks]
+        sample_runs += [r for _, r in peaks]
+    return calibrate_samples(cal, samples, sample_runs, studies, stack)
 
 
 def store_exists(uri: str) -> bool:
@@ -202,4 +211,5 @@ def for_config(cfg: Any) -> StackCalibration | None:
     uri = str(OmegaConf.select(cfg, "tracking.uri"))
     if not store_exists(uri):
         return None
-    return calibrate(uri, load_calibration(cfg), read_stack())
+    return calibrate(uri, load_calibration(cfg), read_stack(),
+                     trainer=str(OmegaConf.select(cfg, "plan.trainer", default="analytic")))

@@ -10,10 +10,11 @@ least the floor (a peak measured on one config says little about another's phase
 the packaged band of its source (band.TRAINER_ERROR).
 
 Per source: a peak predicted with traced terms measures the traced band, one predicted with the analytic
-formula (or a failed trace) the analytic band (band.trainer_source); each moves only on at least
-`min_trials` trials of its own source, and the other stays. harvest_runs composes every trial with
-plan.trainer=analytic, so a tracking store's trials narrow the analytic band; the traced band moves only
-for peaks predicted with traced terms.
+formula (or a failed trace) the analytic band (band.trainer_source, read after the prediction, which is
+when a trace fails); each moves only on at least `min_trials` trials of its own source, and the other
+stays. harvest_runs composes every trial with plan.trainer=analytic (its fit sets the formula's
+constants), so a tracking store's trials narrow the analytic band; stack_calibration.calibrate predicts
+each peak with traced terms too when the planner traces (plan.trainer=traced), for the traced band.
 
 No hold-out: the trainer peak reads none of the terms a stack calibration refits (runtime_context_gb and
 fragmentation lie outside the allocator's bytes, decode_bw_efficiency and train_mfu are throughput;
@@ -63,16 +64,17 @@ def calibrate(c: Constants, samples: Sequence[Sample], runs: Sequence[str], *, m
     peaks = [(s, r) for s, r in zip(samples, runs, strict=True) if s.kind == "memory"]
     if not peaks:
         return TrainerBand(reason=f"no allocator peak ({PEAK_MEMORY_METRIC}) among its trials")
-    by_source: dict[str, list[tuple[Sample, str]]] = {}
+    by_source: dict[str, list[tuple[float, str]]] = {}       # source -> (measured / predicted, run)
     for s, r in peaks:
-        by_source.setdefault(band.trainer_source(traced_terms.source(s.inputs)), []).append((s, r))
+        ratio = s.measured / predict_sample(s, c)          # first: a trace that fails here is analytic
+        by_source.setdefault(band.trainer_source(traced_terms.source(s.inputs)), []).append((ratio, r))
     trials = {source: len({r for _, r in got}) for source, got in by_source.items()}
     bands: dict[str, float] = {}
     worst: dict[str, float] = {}
     for source, got in by_source.items():
         if trials[source] < min_trials:
             continue
-        worst[source] = max(1 - s.measured / predict_sample(s, c) for s, _ in got)
+        worst[source] = max(1 - ratio for ratio, _ in got)
         bands[source] = min(band.TRAINER_ERROR[source], max(floor, worst[source]))
     few = ", ".join(f"{s} {n} of the {min_trials} needed" for s, n in trials.items() if s not in bands)
     return TrainerBand(bands, worst, trials, "" if bands else f"too few trials with an allocator peak ({few})")
