@@ -14,6 +14,7 @@ from verlsweep.common.stack import PACKAGES, STACK_ENV, digest, from_tags, read_
 from verlsweep.plan.cli.main import main
 from verlsweep.plan.fit.measured_fit import Sample, predict_sample
 from verlsweep.plan.fit.stack_calibration import calibrate_samples, stack_runs
+from verlsweep.plan.predictor import band
 from verlsweep.plan.predictor.calibration import load
 from verlsweep.plan.predictor.inputs import from_cfg
 
@@ -77,6 +78,8 @@ def _record(client: MlflowClient, experiment: str, stack: str, hardware: str, ut
     from tests.support.standin.truth import measure
 
     tok_s, peak, _ = measure(cfg, stack)
+    # verl's allocator peak, 8% under the planner's analytic trainer peak (the prediction harvest_runs makes)
+    trainer_peak = 0.92 * predict_sample(Sample("", _inputs(hardware, util), "memory", 1.0), load().constants)
     exp = client.get_experiment_by_name(experiment) or client.get_experiment(client.create_experiment(experiment))
     tags = {"sweep.hardware": hardware, "sweep.model": "qwen3_8b", "sweep.algorithm": "grpo",
             "trial.outcome": "completed", "trial.backend": "verl", "sweep.study": experiment,
@@ -86,6 +89,7 @@ def _record(client: MlflowClient, experiment: str, stack: str, hardware: str, ut
     client.log_metric(run.info.run_id, "peak_device_hbm_gb", peak)
     for step in (1, 2):
         client.log_metric(run.info.run_id, "perf/throughput", tok_s, step=step)
+        client.log_metric(run.info.run_id, "actor/perf/max_memory_allocated_gb", trainer_peak, step=step)
     client.set_terminated(run.info.run_id)
     return run.info.run_id
 
@@ -103,9 +107,18 @@ def test_the_table_and_the_export_calibrate_on_this_stacks_trials_only(tmp_path:
     assert main(["calibrate", "hardware=a3_64g", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert f"planner calibrated on 3 trials of 1 study on stack {digest(STACK)}" in printed, printed
+    assert "trainer band ±8.0% for analytic terms" in printed, printed
     assert load(out).constants.runtime_context_gb > 2.0
+    assert load(out).constants.trainer_band_error_analytic == pytest.approx(0.08)
     assert main(["hardware=a3_64g", "plan.calibrate=true", "--util", "0.5", "--tp", "2"]) == 0
-    assert capsys.readouterr().out.startswith("planner calibrated on 3 trials"), "the table's header says so"
+    table = capsys.readouterr().out
+    assert table.startswith("planner calibrated on 3 trials"), "the table's header says so"
+    words = " ".join(table.split())          # the console folds long lines
+    assert words.index("trainer band ±8.0% for analytic terms") < words.index("qwen3_8b grpo on a3_64g"), \
+        "the header names the band"
+    rollout = load(out).constants.rollout_band_error
+    assert rollout < band.ROLLOUT_ERROR and f"(trainer terms ±8.0%, other modelled terms ±{rollout:.1%})" in words, \
+        "and so does the legend, both parts as calibrated"
     assert main(["hardware=a3_64g", "plan.calibrate=false", "--util", "0.5", "--tp", "2"]) == 0
     assert "calibrated" not in capsys.readouterr().out.splitlines()[0]
 

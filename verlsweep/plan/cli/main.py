@@ -116,7 +116,7 @@ def cmd_table(argv: list[str]) -> int:
     console = Console(width=None if Console().is_terminal else 140)   # pipes/CI logs: no 80-column fold
     if calibrated:
         console.print(calibrated.line(), highlight=False)
-    render(inp, rows, console, limit=None if args.all else 30)
+    render(inp, rows, console, limit=None if args.all else 30, rollout_error=cal.constants.rollout_band_error)
     console.print(f"{len(rows)} plans in {elapsed * 1e3:.0f} ms")
     return 0
 

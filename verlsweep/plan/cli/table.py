@@ -60,7 +60,10 @@ _SHORT = {"rollout": "rollout", "log_prob": "logprob", "ref": "ref", "values": "
           "critic_update": "critic", "actor_update": "actor", "vllm_start": "start"}
 
 
-def render(inp: PlanInputs, rows: list[Row], console: Console | None = None, *, limit: int | None = None) -> None:
+def render(inp: PlanInputs, rows: list[Row], console: Console | None = None, *, limit: int | None = None,
+           rollout_error: float = band.ROLLOUT_ERROR) -> None:
+    """The table of `rows`; `rollout_error`: the band of the other modelled terms the rows were planned with
+    (the calibration's rollout_band_error; the trainer's is each verdict's own)."""
     console = console or Console()
     hw, m = inp.hardware, inp.model
     console.print(
@@ -96,7 +99,7 @@ def render(inp: PlanInputs, rows: list[Row], console: Console | None = None, *, 
                   f"{EDGE_PROBE}: does not fit as predicted but does at the favourable end of the planner's "
                   "error band (trainer terms "
                   f"±{rows[0].verdict.trainer_error if rows else 0:.1%}, "
-                  f"other modelled terms ±{band.ROLLOUT_ERROR:.1%}): "
+                  f"other modelled terms ±{rollout_error:.1%}): "
                   "launched, named so; infeasible: does not fit even there (preflight skips it when "
                   "plan.enforce). Columns are phases: "
                   "start = vLLM's start check, rollout = generation with the trainer's residency, "

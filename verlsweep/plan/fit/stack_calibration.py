@@ -14,6 +14,11 @@ with the one least-squares routine (least_squares.solve, relative residuals). A 
 if their held-out error beats the starting constants' on the same trials: leave-one-study-out when the
 trials come from two or more studies, leave-one-trial-out within one. Too few trials, or no held-out gain:
 the starting constants stay, and the line says why.
+
+Each part of the veto's error band (verlsweep/plan/predictor/band.py) then comes from the held-out error of
+its terms: the rollout part (rollout_band_error) from the device peaks' under the refitted terms, the
+trainer part (trainer_band_error_traced / _analytic) from the allocator peaks' (verl's
+max_memory_allocated_gb), which no term refitted here moves (verlsweep/plan/fit/trainer_band.py).
 """
 from __future__ import annotations
 
@@ -25,21 +30,22 @@ from pathlib import Path
 from typing import Any
 
 from verlsweep.common.stack import STACK_TAG, describe, digest
-from verlsweep.plan.fit import least_squares
+from verlsweep.plan.fit import least_squares, trainer_band
 from verlsweep.plan.fit.measured_fit import Sample, relative_errors
 from verlsweep.plan.fit.measured_fit import predict_sample as _predict
 from verlsweep.plan.predictor.calibration import Calibration, Constants
 
 log = logging.getLogger(__name__)
 
-# the constants each measured kind identifies, per stack (the allocator peak measures the model's terms,
-# logits and activations, which are fitted to traces instead: verlsweep/plan/fit/trace_fit.py)
+# the constants each measured kind identifies, per stack (the allocator peak, kind "memory", measures the
+# model's terms, logits and activations, which are fitted to traces instead: verlsweep/plan/fit/trace_fit.py;
+# here it sets only the trainer band, verlsweep/plan/fit/trainer_band.py)
 STACK_TERMS: dict[str, tuple[str, ...]] = {
     "device_memory": ("runtime_context_gb", "fragmentation"),
     "throughput": ("decode_bw_efficiency", "train_mfu"),
 }
 KIND_WORDS = {"device_memory": "peak", "throughput": "tokens/s"}
-BAND_FLOOR = 0.05        # the least rollout_band_error a calibration sets
+BAND_FLOOR = 0.05        # the least rollout_band_error / trainer band a calibration sets
 MAX_RUNS = 300           # the latest trials of the stack: each is composed again (a Hydra compose apiece)
 MIN_TRIALS = 3           # fewer: a fit of two terms per kind is not held out by anything
 
@@ -56,18 +62,22 @@ class StackCalibration:
     packaged: dict[str, float] = field(default_factory=dict)    # kind -> the same, starting constants
     used: tuple[str, ...] = ()                                  # the kinds whose terms were adopted
     reason: str = ""                                            # why not (when nothing was adopted)
+    trainer: trainer_band.TrainerBand = field(default_factory=trainer_band.TrainerBand)
 
     @property
     def calibrated(self) -> bool:
-        return bool(self.used)
+        return bool(self.used or self.trainer.bands)
 
     def line(self) -> str:
-        if not self.used:
-            return f"planner not calibrated on {self.stack}: {self.reason}; the packaged constants plan"
+        if not self.calibrated:
+            return (f"planner not calibrated on {self.stack}: {self.reason}; the packaged constants plan; "
+                    f"{self.trainer.words()}")
         errors = "; ".join(f"held-out {KIND_WORDS[k]} error {self.held_out[k]:.1%} "
                            f"(packaged constants {self.packaged[k]:.1%})" for k in self.used)
+        terms = errors or f"the stack's terms stay packaged: {self.reason}"
         studies = f"{self.studies} stud{'y' if self.studies == 1 else 'ies'}"
-        return f"planner calibrated on {self.trials} trials of {studies} on {self.stack}; {errors}"
+        return (f"planner calibrated on {self.trials} trials of {studies} on {self.stack}; {terms}; "
+                f"{self.trainer.words()}")
 
 
 def stack_runs(client: Any, stack_digest: str) -> list[Any]:
@@ -108,9 +118,23 @@ def held_out_errors(cal: Calibration, samples: Sequence[Sample],
 
 def calibrate_samples(cal: Calibration, samples: Sequence[Sample], runs: Sequence[str], studies: dict[str, str],
                       stack: dict[str, str]) -> StackCalibration:
-    """The decision on these samples (`runs`: each sample's run id; `studies`: run id -> study)."""
-    kept = [(s, r) for s, r in zip(samples, runs, strict=True) if s.kind in STACK_TERMS]
-    samples, runs = [s for s, _ in kept], [r for _, r in kept]
+    """The decision on these samples (`runs`: each sample's run id; `studies`: run id -> study): the stack's
+    terms refitted to its device peaks and tokens/s, then the trainer band set from its allocator peaks."""
+    pairs = list(zip(samples, runs, strict=True))
+    named = [r for s, r in pairs if s.kind in STACK_TERMS or s.kind == "memory"]
+    out = _refit_terms(cal, [s for s, _ in pairs if s.kind in STACK_TERMS],
+                       [r for s, r in pairs if s.kind in STACK_TERMS], studies, stack)
+    # the trainer peak reads none of the refitted terms: every allocator peak is out of sample for it,
+    # with no hold-out (verlsweep/plan/fit/trainer_band.py)
+    got = trainer_band.calibrate(out.calibration.constants, samples, runs, min_trials=MIN_TRIALS, floor=BAND_FLOOR)
+    constants = got.constants(out.calibration.constants)
+    return replace(out, calibration=replace(out.calibration, constants=constants), trainer=got,
+                   trials=len(set(named)), studies=len({studies.get(r, r) for r in named}))
+
+
+def _refit_terms(cal: Calibration, samples: Sequence[Sample], runs: Sequence[str], studies: dict[str, str],
+                 stack: dict[str, str]) -> StackCalibration:
+    """The STACK_TERMS kinds' decision (samples of those kinds only)."""
     name = f"stack {digest(stack)} ({describe(stack)})"
     trials = len(set(runs))
     n_studies = len({studies.get(r, r) for r in runs})
@@ -135,8 +159,10 @@ def calibrate_samples(cal: Calibration, samples: Sequence[Sample], runs: Sequenc
     return replace(out, calibration=replace(cal, constants=fitted), held_out=held, packaged=packaged, used=used)
 
 
-def calibrate(tracking_uri: str, cal: Calibration, stack: dict[str, str], *, warmup_steps: int = 1) -> StackCalibration:
-    """`cal` refitted to the completed trials of `stack` in the store at `tracking_uri` (StackCalibration)."""
+def calibrate(tracking_uri: str, cal: Calibration, stack: dict[str, str], *, warmup_steps: int = 1,
+              trainer: str = "analytic") -> StackCalibration:
+    """`cal` refitted to the completed trials of `stack` in the store at `tracking_uri` (StackCalibration);
+    `trainer`: how the planner gets its trainer terms (plan.trainer), whose band the allocator peaks set."""
     from mlflow.tracking import MlflowClient
 
     from verlsweep.plan.fit.refit import harvest_runs
@@ -147,7 +173,14 @@ def calibrate(tracking_uri: str, cal: Calibration, stack: dict[str, str], *, war
     studies = {r.info.run_id: r.data.tags.get("sweep.study") or r.info.experiment_id for r in runs}
     for rid, why in got.skipped.items():
         log.info("stack calibration: run %s not used: %s", rid, why)
-    return calibrate_samples(cal, got.samples, got.sample_runs, studies, stack)
+    samples, sample_runs = list(got.samples), list(got.sample_runs)
+    if trainer == "traced":
+        # harvest_runs predicts with the analytic formula (the refit sets its constants); the traced band is
+        # measured by the same allocator peaks predicted with traced terms (traced once per shape, cached)
+        peaks = [(s, r) for s, r in zip(samples, sample_runs) if s.kind == "memory"]
+        samples += [replace(s, inputs=replace(s.inputs, trainer="traced")) for s, _ in peaks]
+        sample_runs += [r for _, r in peaks]
+    return calibrate_samples(cal, samples, sample_runs, studies, stack)
 
 
 def store_exists(uri: str) -> bool:
@@ -178,4 +211,5 @@ def for_config(cfg: Any) -> StackCalibration | None:
     uri = str(OmegaConf.select(cfg, "tracking.uri"))
     if not store_exists(uri):
         return None
-    return calibrate(uri, load_calibration(cfg), read_stack())
+    return calibrate(uri, load_calibration(cfg), read_stack(),
+                     trainer=str(OmegaConf.select(cfg, "plan.trainer", default="analytic")))

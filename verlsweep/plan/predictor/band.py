@@ -17,7 +17,10 @@ a check's need is one of:
   traced one on every model group held out of the fit (qwen3_0_6b / qwen3_32b, docs/benchmarks.md);
   the traces themselves are up to 6.8% off the published peaks. 20% is kept: no tighter than any of
   these, and it allows for the last two to add up (it was the worst leave-one-out error, +20.0%,
-  when the formula was fitted to the published peaks);
+  when the formula was fitted to the published peaks). They are the calibration's
+  trainer_band_error_traced / trainer_band_error_analytic: a calibration on a stack's measured allocator
+  peaks narrows the one its samples were predicted with to their worst over-prediction, never wider than
+  these (verlsweep/plan/fit/trainer_band.py);
 * rollout: the rest, modelled from priors (device contexts, graph pools, vLLM's profiled activation
   peak, host worker processes). The one published measurement of them, vllm-ascend#6611's OOM line
   (1.38 GiB of non-PyTorch use on a 910B with two processes, calibration.yaml runtime_context_gb),
@@ -31,19 +34,26 @@ from collections.abc import Mapping
 
 from verlsweep.plan.predictor import calibration
 
-# |predicted / published - 1|, worst over the published trainer peaks (see above)
-TRAINER_ERROR = {"traced": 0.068, "analytic": 0.200}
+_PACKAGED = calibration.load().constants
+# the packaged calibration's: |predicted / published - 1|, worst over the published trainer peaks (see above)
+TRAINER_ERROR = {"traced": _PACKAGED.trainer_band_error_traced, "analytic": _PACKAGED.trainer_band_error_analytic}
 # the packaged calibration's (vllm-ascend#6611: modelled 1.0 GiB of device contexts, measured 1.38)
-ROLLOUT_ERROR = calibration.load().constants.rollout_band_error
+ROLLOUT_ERROR = _PACKAGED.rollout_band_error
 COUNTED = frozenset({"vLLM reservation", "vLLM asleep", "weights/TP", "KV of one max_model_len", "comm buffers",
                      "offloaded states", "model load", "vLLM sleep copies"})
 TRAINER = frozenset({"trainer", "trainer params", "trainer residency"})
 
 
-def trainer_error(source: str) -> float:
-    """The trainer terms' error for where they come from (traced_terms.source: a failed trace falls
-    back to the analytic formula, and so does its band)."""
-    return TRAINER_ERROR["traced" if source == "traced" else "analytic"]
+def trainer_source(source: str) -> str:
+    """Which band a traced_terms.source belongs to, traced or analytic (a failed trace falls back to the
+    analytic formula, and so does its band)."""
+    return "traced" if source == "traced" else "analytic"
+
+
+def trainer_error(source: str, c: calibration.Constants | None = None) -> float:
+    """The trainer terms' error for where they come from, under `c` (None: the packaged calibration's)."""
+    c = c or _PACKAGED
+    return {"traced": c.trainer_band_error_traced, "analytic": c.trainer_band_error_analytic}[trainer_source(source)]
 
 
 def part_error(part: str, trainer: float, rollout: float = ROLLOUT_ERROR) -> float:

@@ -34,6 +34,8 @@ class Constants:
     activation_factor: float         # scales the per-layer activation estimate
     fragmentation: float             # allocator reserved / allocated on the trainer side
     rollout_band_error: float        # relative error of the modelled non-trainer terms (band.py)
+    trainer_band_error_traced: float   # relative error of the trainer terms, traced (band.py)
+    trainer_band_error_analytic: float  # the same, the analytic formula (or a failed trace)
     host_process_gb: float           # host RAM per device for Ray/vLLM worker processes
     # throughput
     decode_bw_efficiency: float      # achieved / peak HBM bandwidth while decoding

@@ -246,7 +246,7 @@ def memory_per_phase(inp: PlanInputs, c: Constants, *, lengths: Lengths | None =
             "graph pools": graphs}
     checks["rollout"] = Check("rollout", sum(roll.values()), cap, margin, roll)
 
-    error = band.trainer_error(traced_terms.source(inp))    # after the traces: a failed one is analytic
+    error = band.trainer_error(traced_terms.source(inp), c)    # after the traces: a failed one is analytic
     for check in checks.values():
         check.low = band.favourable(check.parts, error, c.rollout_band_error)
     return MemoryPrediction(checks=checks, trainer_peak_gb=trainer_peak,

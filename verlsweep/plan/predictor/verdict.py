@@ -127,7 +127,7 @@ def predict(inp: PlanInputs, cal: Calibration) -> Verdict:
         trainer_peak_gb=expected.trainer_peak_gb, tok_s=tp.tok_s, step_s=tp.step_s, time_s=tp.parts,
         kv_tokens=worst.kv_tokens, concurrency=concurrency(inp, worst.kv_tokens, lengths),
         world=inp.hardware.world, prompt_tokens=lengths.prompt, response_tokens=lengths.response,
-        checks=worst.checks, trainer=trainer, trainer_error=band.trainer_error(trainer),
+        checks=worst.checks, trainer=trainer, trainer_error=band.trainer_error(trainer, c),
         worst_trainer_peak_gb=worst.trainer_peak_gb,
     )
 
