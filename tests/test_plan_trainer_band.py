@@ -149,3 +149,22 @@ def test_a_planner_that_traces_gets_its_traced_band_from_the_stores_allocator_pe
     assert analytic.trainer_band_error_analytic == pytest.approx(0.10)
     assert analytic.trainer_band_error_traced == band.TRAINER_ERROR["traced"], "no peak predicted with traced terms"
     assert calibrated("traced").trainer_band_error_traced < band.TRAINER_ERROR["traced"]
+
+
+def test_a_calibration_file_from_before_the_band_constants_plans_with_the_packaged_band(tmp_path):
+    import yaml
+
+    from verlsweep.plan.predictor import calibration as _calibration
+
+    raw = yaml.safe_load(_calibration.DEFAULT_PATH.read_text())
+    for name in _calibration.BAND_CONSTANTS:
+        del raw["constants"][name]
+    old = tmp_path / "site_cal.yaml"
+    old.write_text(yaml.safe_dump(raw))
+    loaded, packaged = _calibration.load(old).constants, _calibration.load().constants
+    assert [getattr(loaded, n) for n in _calibration.BAND_CONSTANTS] == [
+        getattr(packaged, n) for n in _calibration.BAND_CONSTANTS]
+    raw["constants"].pop("train_mfu")                  # a model constant is still required
+    old.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ValueError, match="missing constants \\['train_mfu'\\]"):
+        _calibration.load(old)

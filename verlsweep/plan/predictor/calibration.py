@@ -128,9 +128,16 @@ def _pair(raw: Any) -> tuple[float, float]:
     return float(low), float(high)
 
 
+# the veto's band, not the model: a calibration file written before they existed keeps the packaged ones
+BAND_CONSTANTS = ("rollout_band_error", "trainer_band_error_traced", "trainer_band_error_analytic")
+
+
 def parse(raw: dict[str, Any], path: Path | None = None) -> Calibration:
-    consts = raw.get("constants") or {}
+    consts = dict(raw.get("constants") or {})
     names = [f.name for f in fields(Constants)]
+    if path != DEFAULT_PATH and any(n not in consts for n in BAND_CONSTANTS):
+        packaged = yaml.safe_load(DEFAULT_PATH.read_text())["constants"]
+        consts.update({n: packaged[n] for n in BAND_CONSTANTS if n not in consts})
     missing = [n for n in names if n not in consts]
     unknown = [n for n in consts if n not in names]
     if missing or unknown:
