@@ -123,6 +123,22 @@ def test_the_table_and_the_export_calibrate_on_this_stacks_trials_only(tmp_path:
     assert "calibrated" not in capsys.readouterr().out.splitlines()[0]
 
 
+def test_a_sweep_that_reads_another_stack_than_its_trials_is_told_where_they_are(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    # the trials ran on stack A (compute nodes); the process that plans reads stack B (a login node)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    for u in (0.4, 0.5, 0.6):
+        _record(client, "a2 sweep", STACK_A, "a2_64g", u)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv(STACK_ENV, STACK_B)
+    assert main(["hardware=a3_64g", "plan.calibrate=true", "--util", "0.5", "--tp", "2"]) == 0
+    words = " ".join(capsys.readouterr().out.split())
+    assert "planner not calibrated on stack" in words and "too few trials (0 of the 3 needed)" in words, words
+    assert (f"The store has completed trials of other stacks: 3 on stack {digest(STACK)} (cann 8.1.RC1" in words
+            and "state their stack with VERLSWEEP_STACK=part=version,..." in words), words
+
+
 def test_the_guides_prediction_cache_is_keyed_by_the_calibration() -> None:
     from verlsweep.study.guide import Planned, prediction_cache_path
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from verlsweep.common.stack import STACK_TAG, describe, digest
+from verlsweep.common.stack import STACK_TAG, describe, digest, from_tags
 from verlsweep.plan.fit import least_squares, trainer_band
 from verlsweep.plan.fit.measured_fit import Sample, relative_errors
 from verlsweep.plan.fit.measured_fit import predict_sample as _predict
@@ -63,6 +63,7 @@ class StackCalibration:
     used: tuple[str, ...] = ()                                  # the kinds whose terms were adopted
     reason: str = ""                                            # why not (when nothing was adopted)
     trainer: trainer_band.TrainerBand = field(default_factory=trainer_band.TrainerBand)
+    elsewhere: str = ""             # other stacks' trials in the store, when this stack has too few
 
     @property
     def calibrated(self) -> bool:
@@ -71,7 +72,7 @@ class StackCalibration:
     def line(self) -> str:
         if not self.calibrated:
             return (f"planner not calibrated on {self.stack}: {self.reason}; the packaged constants plan; "
-                    f"{self.trainer.words()}")
+                    f"{self.trainer.words()}{self.elsewhere}")
         errors = "; ".join(f"held-out {KIND_WORDS[k]} error {self.held_out[k]:.1%} "
                            f"(packaged constants {self.packaged[k]:.1%})" for k in self.used)
         terms = errors or f"the stack's terms stay packaged: {self.reason}"
@@ -180,7 +181,31 @@ def calibrate(tracking_uri: str, cal: Calibration, stack: dict[str, str], *, war
         peaks = [(s, r) for s, r in zip(samples, sample_runs) if s.kind == "memory"]
         samples += [replace(s, inputs=replace(s.inputs, trainer="traced")) for s, _ in peaks]
         sample_runs += [r for _, r in peaks]
-    return calibrate_samples(cal, samples, sample_runs, studies, stack)
+    got_cal = calibrate_samples(cal, samples, sample_runs, studies, stack)
+    if got_cal.trials < MIN_TRIALS:
+        got_cal = replace(got_cal, elsewhere=other_stacks(client, digest(stack)))
+    return got_cal
+
+
+def other_stacks(client: Any, own: str) -> str:
+    """Where the store's completed trials of other stacks are, for the line: a sweep that reads its stack
+    on a login node while its trials run on compute nodes (Slurm) finds none of its own."""
+    experiments = [e.experiment_id for e in client.search_experiments(max_results=50_000)]
+    if not experiments:
+        return ""
+    where = f"tags.`{STACK_TAG}` != '{own}' and tags.`trial.outcome` = 'completed'"
+    counts: dict[str, tuple[int, str]] = {}
+    for run in client.search_runs(experiments, filter_string=where, max_results=MAX_RUNS):
+        key = run.data.tags.get(STACK_TAG)
+        if key:
+            n, words = counts.get(key, (0, describe(from_tags(run.data.tags))))
+            counts[key] = (n + 1, words)
+    if not counts:
+        return ""
+    ranked = sorted(counts.items(), key=lambda kv: -kv[1][0])
+    found = ", ".join(f"{n} on stack {key} ({words})" for key, (n, words) in ranked)
+    return (f". The store has completed trials of other stacks: {found}; if the trials run where this process "
+            f"does not (a Slurm node), state their stack with VERLSWEEP_STACK=part=version,...")
 
 
 def store_exists(uri: str) -> bool:
