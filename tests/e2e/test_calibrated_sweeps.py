@@ -83,6 +83,8 @@ def test_a_second_sweep_on_the_same_stack_plans_with_the_first_ones_trials_and_l
         # the first sweep's trials only: the other stack's are in the store but not counted
         stack = digest(read_stack())
         assert line.startswith(f"planner calibrated on {measured} trials of 1 study on stack {stack}"), line
+        # both parts of the veto's band from the stack's measurements: the trainer's from verl's allocator peaks
+        assert "trainer band ±5.0% for analytic terms" in line, line
         written = load_calibration({"plan": {"calibration": str(tmp_path / f"warm{seed}/sweep/calibration.yaml")}})
         # refitted towards the stack's truth, not the other stack's
         assert written.constants.runtime_context_gb > 2.0, (line, written.constants)

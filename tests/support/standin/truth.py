@@ -135,12 +135,19 @@ def run_trial(cfg: DictConfig, knobs: dict[str, Any]) -> TrialResult:
     stack = ",".join(f"{k}={v}" for k, v in read_stack().items())
     tracked = TrialRun.start(cfg, knobs, extra_tags=stack_tags(read_stack()))
     tok_s, peak, oom = measure(cfg, stack)
+    # verl's allocator peak per step (actor/perf/max_memory_allocated_gb), what the trainer band calibrates on
+    from verlsweep.plan import from_cfg
+    from verlsweep.plan.predictor.lengths import expected_lengths
+
+    inputs = from_cfg(cfg)
+    allocated = peaks_at(inputs, stack, expected_lengths(inputs, true_constants(stack))).trainer_peak_gb
     if oom:
         result = TrialResult("oom", backend="test", excerpt="RuntimeError: NPU out of memory (stand-in truth)",
                              failure_phase="kv_cache", predicted=planned.metrics())
     else:
         for step in range(1, int(cfg.trial.steps) + 1):
             tracked.client.log_metric(tracked.run_id, "perf/throughput", tok_s, step=step)
+            tracked.client.log_metric(tracked.run_id, "actor/perf/max_memory_allocated_gb", allocated, step=step)
         result = TrialResult("completed", objective=tok_s, steps=int(cfg.trial.steps), backend="test",
                              predicted=planned.metrics())
     tracked.finish(result, reason=result.outcome, device_peak=None if oom else DevicePeak(peak, "0", time.time()))
