@@ -10,26 +10,30 @@ A config OOMs where its worst phase's true peak exceeds the device; it fails in 
 order a step meets them, verlsweep/plan/predictor/memory.py ORDER) that does, named as the sweep's
 classifier names it (verlsweep.common.result.PLAN_CHECK_PHASES).
 
-Each task is searched the way the planner-guided start works, simplified: the util x TP x offload grid
-of `python -m verlsweep.plan` in the planner's order (fits first, then by predicted tokens/s; vetoed
-configs never launched), launched one after another until a completed trial is within 3% of the
-task's true best. As the sweep does (study.proofs, verlsweep/study/verl_hooks.py decide), a config that
-an earlier OOM or fit of the task proves to fail (verlsweep.proofs.rules) is not launched. A task where
-no config truly fits ends when the search concludes so: every config vetoed or proven to fail. A
-launch costs its devices x (start-up + 10 steps); an OOM the start-up only. Cold plans every task with
-the packaged constants; warm with the calibration on the earlier tasks' record (each task one study;
-the record holds every sixth config of a task's grid that fits). A recorded trial carries what its
-MLflow run carries: the device peak, tokens/s and verl's allocator peak (perf/max_memory_allocated_gb,
-sample kind "memory"): the planner's trainer peak x FACTOR with its own noise. The stack error's factor
-applies to every byte the trainer allocates; its offset and cubic term are the runtime's and the
-allocator's reserve, which an allocator peak does not see.
+Each task is searched in two ways, each until a completed trial is within 3% of the task's true best
+(a task where no config truly fits: until the search concludes so, every config vetoed or proven to
+fail), and a launch costs its devices x (start-up + 10 steps), an OOM the start-up only:
 
-Baselines, mean over 20 seeds: `random`, a plain Optuna RandomSampler sweep (no planner veto, no
-proofs: what benchmarks/search_efficiency.py races), here kinder than Optuna's (uniform random order
-without repeats); `random+vs`, sampler=random under verlsweep's sweeper: the same order, the planner's
-veto (plan.enforce, with the warm calibration) and the proofs, but without the guide's enqueued picks.
-The last block checks the goals per task: task 2 warm <= 0.5x cold device-hours, warm <= 2 launched
-trials from task 3 on, warm never more device-hours than cold.
+  planner walk  the util x TP x offload grid of `python -m verlsweep.plan` in the planner's order (fits
+                first, then by predicted tokens/s; vetoed configs never launched), one after another;
+                as the sweep does (study.proofs, verlsweep/study/verl_hooks.py decide), a config that
+                an earlier OOM or fit of the task proves to fail (verlsweep.proofs.rules) is skipped
+  sweep         as verlsweep's sweeper sweeps it with its defaults (benchmarks/sequence_sweep.py): the
+                guide's picks, then the boundary sampler, the planner's veto and the proofs
+
+Cold plans every task with the packaged constants; warm with the calibration on the earlier tasks'
+record (each task one study; the record holds every sixth config of a task's grid that fits). A
+recorded trial carries what its MLflow run carries: the device peak, tokens/s and verl's allocator peak
+(perf/max_memory_allocated_gb, sample kind "memory"): the planner's trainer peak x FACTOR with its own
+noise. The stack error's factor applies to every byte the trainer allocates; its offset and cubic term
+are the runtime's and the allocator's reserve, which an allocator peak does not see.
+
+Baselines, the mean over 20 random orders: `random (plain)`, a plain Optuna RandomSampler sweep (no
+planner veto, no proofs: what benchmarks/search_efficiency.py races), here kinder than Optuna's (no
+config drawn twice); `random (verlsweep)`, hydra/sweeper/sampler=random under verlsweep's sweeper: the
+guide's picks, then the random order less what the planner (warm) vetoes, with the proofs. The last
+blocks check the goals per task: task 2 warm <= 0.5x cold device-hours, warm <= 2 launched trials
+from task 3 on, warm never more device-hours than cold.
 
     python benchmarks/calibrated_sequence.py
 """
@@ -38,22 +42,24 @@ from __future__ import annotations
 import random
 import statistics
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from sequence_sweep import LAUNCHABLE, guide_picks, knobs, sweep
+
 from verlsweep.command.compose import compose_config
 from verlsweep.command.topology import tp_choices
-from verlsweep.common.result import PLAN_CHECK_PHASES
+from verlsweep.common.result import PLAN_CHECK_PHASES, TrialResult
 from verlsweep.plan import from_cfg, predict
 from verlsweep.plan.fit.measured_fit import Sample
 from verlsweep.plan.fit.stack_calibration import StackCalibration, calibrate_samples
 from verlsweep.plan.predictor import calibration
 from verlsweep.plan.predictor.lengths import expected_lengths
 from verlsweep.plan.predictor.memory import ORDER, memory_per_phase
-from verlsweep.proofs.rules import OFFLOADS as OFFLOAD_KEYS
-from verlsweep.proofs.rules import TP, UTIL, Observed, decide
+from verlsweep.proofs.rules import Observed, decide
 
 TASKS = [("a2_64g", "qwen3_8b", "grpo"), ("a3_64g", "qwen3_8b", "grpo"), ("a2_32g", "qwen3_4b", "grpo"),
          ("a3_64g", "qwen3_4b", "ppo"), ("a2_64g", "qwen3_4b", "ppo"), ("a2_32g", "qwen3_8b", "ppo"),
@@ -68,7 +74,6 @@ OFFLOADS = [(False, False), (False, True), (True, True)]
 STARTUP_S, STEPS = 600.0, 10
 STACK = {"stack": "benchmark"}
 SEEDS = 20                  # random baselines: the mean over this many orders
-PLAN_STATUSES = {"ok": 0, "tight": 1, "edge": 2}      # the planner's launchable statuses, in its rank order
 
 
 @dataclass(frozen=True)
@@ -116,25 +121,42 @@ def task_grid(task: tuple[str, str, str]) -> list:
             for u in UTILS for tp in tp_choices(cfg) for p, o in OFFLOADS]
 
 
-def knobs(inp) -> dict[str, object]:
-    """A config as the sweep's params name it (sweeps/rollout_memory.yaml), the keys the proofs read. The
-    grid does not sweep the ref's offload: it stays on (conf/device/npu.yaml; verl 0.9.1 keeps a
-    forward-only model on the host whatever it says)."""
-    return {UTIL: inp.rollout.util, TP: inp.rollout.tp, OFFLOAD_KEYS[0]: inp.actor.param_offload,
-            OFFLOAD_KEYS[1]: inp.actor.optimizer_offload, OFFLOAD_KEYS[2]: True}
-
-
 def planner_order(configs: list, cal) -> list[int]:
     """The configs the planner lets launch, fits first, then by predicted tokens/s."""
     verdicts = [predict(inp, cal) for inp in configs]
-    return sorted((i for i, v in enumerate(verdicts) if v.status in PLAN_STATUSES),
-                  key=lambda i: (PLAN_STATUSES[verdicts[i].status], -verdicts[i].tok_s))
+    return sorted((i for i, v in enumerate(verdicts) if v.status in LAUNCHABLE),
+                  key=lambda i: (LAUNCHABLE[verdicts[i].status], -verdicts[i].tok_s))
+
+
+def cost_dh(t: Truth, world: int) -> float:
+    """A launch costs its devices x (start-up + the steps); an OOM the start-up only."""
+    return world * (STARTUP_S + (0 if t.oom else STEPS * t.step_s)) / 3600
+
+
+def target(truths: list[Truth]) -> Callable[[int], bool]:
+    """Whether a launched config is within 3% of the best (no config fits: never)."""
+    best = max((t.tok_s for t in truths if not t.oom), default=None)
+    return lambda i: best is not None and not truths[i].oom and truths[i].tok_s >= 0.97 * best
+
+
+def swept(configs: list, truths: list[Truth], cal, world: int) -> Outcome:
+    """The task swept as verlsweep's sweeper sweeps it (benchmarks/sequence_sweep.py), planning with `cal`."""
+    reached = target(truths)
+
+    def run(i: int) -> TrialResult:
+        t = truths[i]
+        return TrialResult("oom", failure_phase=t.phase) if t.oom else TrialResult("completed", objective=t.tok_s,
+                                                                                    steps=STEPS)
+    launched = sweep(configs, [predict(inp, cal) for inp in configs], run, reached)
+    found = any(reached(i) for i in launched) or all(t.oom for t in truths)
+    return Outcome(len(launched), sum(truths[i].oom for i in launched),
+                   sum(cost_dh(truths[i], world) for i in launched), found)
 
 
 def search(configs: list, truths: list[Truth], order: list[int], world: int, proofs: bool = True) -> Outcome:
     """Launch `order` one after another until a completed trial is within 3% of the best, skipping what
     the finished trials prove to fail (`proofs`). No config fits: until nothing is left to launch."""
-    best = max((t.tok_s for t in truths if not t.oom), default=None)
+    reached = target(truths)
     out, seen = Outcome(), []
     for i in order:
         params = knobs(configs[i])
@@ -143,27 +165,27 @@ def search(configs: list, truths: list[Truth], order: list[int], world: int, pro
             continue
         t = truths[i]
         out.launched += 1
-        out.device_hours += world * (STARTUP_S + (0 if t.oom else STEPS * t.step_s)) / 3600
+        out.device_hours += cost_dh(t, world)
         out.ooms += t.oom
         seen.append(Observed(len(seen), params, "oom" if t.oom else "completed", t.phase))
-        if best is not None and not t.oom and t.tok_s >= 0.97 * best:
+        if reached(i):
             out.found = True
             return out
-    out.found = best is None          # the search concluded that nothing fits
+    out.found = all(t.oom for t in truths)          # the search concluded that nothing fits
     return out
 
 
-def random_baseline(configs: list, truths: list[Truth], world: int, veto: list[int] | None) -> Outcome:
-    """Mean over SEEDS random orders of the grid; `veto`: the planner's launchable configs (None: all), and
-    the proofs on."""
+def random_baseline(configs: list, truths: list[Truth], world: int, cal=None) -> Outcome:
+    """Mean over SEEDS random orders of the grid. `cal`: under verlsweep's sweeper, planning with `cal`:
+    the guide's picks first, then the random order less what the planner vetoes, the proofs on."""
+    allowed = set(planner_order(configs, cal)) if cal is not None else set(range(len(configs)))
+    picks = guide_picks(configs, [predict(inp, cal) for inp in configs]) if cal is not None else []
     runs = []
     for seed in range(SEEDS):
         order = list(range(len(configs)))
         random.Random(seed).shuffle(order)
-        if veto is not None:
-            allowed = set(veto)
-            order = [i for i in order if i in allowed]
-        runs.append(search(configs, truths, order, world, proofs=veto is not None))
+        order = picks + [i for i in order if i in allowed and i not in picks]
+        runs.append(search(configs, truths, order, world, proofs=cal is not None))
     return Outcome(statistics.fmean(r.launched for r in runs), statistics.fmean(r.ooms for r in runs),
                    statistics.fmean(r.device_hours for r in runs), all(r.found for r in runs),
                    sum(r.misproven for r in runs))
@@ -185,7 +207,7 @@ def summary(got: StackCalibration) -> str:
 
 
 def verdicts(rows: list[tuple[int, Outcome, Outcome]]) -> list[str]:
-    """One line per goal: the tasks that meet it and the tasks that resist."""
+    """One line per goal: the tasks that meet it and the tasks that resist (rows: task, cold, warm)."""
     def line(goal: str, checked: list[tuple[int, bool]]) -> str:
         met = [n for n, ok in checked if ok]
         resist = [n for n, ok in checked if not ok]
@@ -200,16 +222,21 @@ def verdicts(rows: list[tuple[int, Outcome, Outcome]]) -> list[str]:
     ]
 
 
+COLUMNS = ("planner walk, cold", "planner walk, warm", "sweep, cold", "sweep, warm", "random (plain)",
+           "random (verlsweep)")
+
+
 def main() -> None:
     packaged = calibration.load()
     samples: list[Sample] = []
     runs: list[str] = []
     studies: dict[str, str] = {}
-    rows: list[tuple[int, Outcome, Outcome]] = []
+    walks: list[tuple[int, Outcome, Outcome]] = []
+    sweeps: list[tuple[int, Outcome, Outcome]] = []
     misproven = 0
-    print(f"{'#':>2} {'task':21s} {'fit':>7s} | {'cold: trials':>12s} {'OOMs':>5s} {'dev-h':>6s} | "
-          f"{'warm: trials':>12s} {'OOMs':>5s} {'dev-h':>6s} | {'random':>6s} {'OOMs':>5s} {'dev-h':>6s} | "
-          f"{'rnd+vs':>6s} {'OOMs':>5s} {'dev-h':>6s} | calibration")
+    print(f"{'':31s}| " + " | ".join(f"{c:19s}" for c in COLUMNS) + " |")
+    print(f"{'#':>2} {'task':21s} {'fit':>7s}| " + " | ".join(f"{'trials':>6s} {'OOMs':>5s} {'dev-h':>6s}"
+                                                              for _ in COLUMNS) + " | calibration")
     for n, task in enumerate(TASKS, 1):
         rng = random.Random(n)
         configs = task_grid(task)
@@ -217,19 +244,19 @@ def main() -> None:
         world = configs[0].hardware.world
         got = calibrate_samples(packaged, samples, runs, studies, STACK) if samples else StackCalibration(
             packaged, "benchmark", reason="no earlier task")
-        warm_order = planner_order(configs, got.calibration)
-        cold = search(configs, truths, planner_order(configs, packaged), world)
-        warm = search(configs, truths, warm_order, world)
-        plain = random_baseline(configs, truths, world, veto=None)
-        product = random_baseline(configs, truths, world, veto=warm_order)
-        misproven += cold.misproven + warm.misproven + product.misproven
-        rows.append((n, cold, warm))
+        cells = {COLUMNS[0]: search(configs, truths, planner_order(configs, packaged), world),
+                 COLUMNS[1]: search(configs, truths, planner_order(configs, got.calibration), world),
+                 COLUMNS[2]: swept(configs, truths, packaged, world),
+                 COLUMNS[3]: swept(configs, truths, got.calibration, world),
+                 COLUMNS[4]: random_baseline(configs, truths, world),
+                 COLUMNS[5]: random_baseline(configs, truths, world, got.calibration)}
+        misproven += sum(o.misproven for o in cells.values())
+        walks.append((n, cells[COLUMNS[0]], cells[COLUMNS[1]]))
+        sweeps.append((n, cells[COLUMNS[2]], cells[COLUMNS[3]]))
         fits = f"{sum(not t.oom for t in truths)}/{len(truths)}"       # configs that truly fit
-        missed = "" if all(o.found for o in (cold, warm, plain, product)) else "  (target missed: " + ", ".join(
-            name for name, o in (("cold", cold), ("warm", warm), ("random", plain), ("rnd+vs", product))
-            if not o.found) + ")"
-        print(f"{n:2d} {' '.join(task):21s} {fits:>7s} | {'':6s}{cell(cold)} | {'':6s}{cell(warm)} | {cell(plain)} | "
-              f"{cell(product)} | {summary(got)}{missed}")
+        missed = [c for c, o in cells.items() if not o.found]
+        print(f"{n:2d} {' '.join(task):21s} {fits:>7s}| " + " | ".join(cell(o) for o in cells.values())
+              + f" | {summary(got)}" + (f"  (target missed: {', '.join(missed)})" if missed else ""))
         # what this task measured joins the record: the trials the warm search completed
         record_rng = random.Random(1000 + n)     # its own draws: the truths above stay what they were
         for i, inp in enumerate(configs):
@@ -243,13 +270,13 @@ def main() -> None:
                         Sample(rid, inp, "memory", allocated * FACTOR * (1 + record_rng.gauss(0, NOISE_PEAK)))]
             runs += [rid, rid, rid]
             studies[rid] = f"task{n}"
-    print("\ntrials: launched (mean over the random orders); a task where no config fits (fit 0/...) ends when the "
-          "search concludes so:\nevery config vetoed or proven to fail (plain random: the grid exhausted)")
-    print(f"proofs that skipped a config which truly fits (per-config noise against a rule): {misproven}")
-    print("goals:")
-    for text in verdicts(rows):
-        print(f"  {text}")
-
+    print("\ntrials: launched (random: the mean over 20 orders); a task where no config fits (fit 0/...) ends when "
+          "the search concludes so:\nevery config vetoed or proven to fail (plain random: the grid exhausted)")
+    print(f"proofs that skipped a config which truly fits (walks; per-config noise against a rule): {misproven}")
+    for name, rows in (("planner walk", walks), ("sweep", sweeps)):
+        print(f"goals, {name}:")
+        for text in verdicts(rows):
+            print(f"  {text}")
 
 if __name__ == "__main__":
     main()
