@@ -48,7 +48,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sequence_sweep import LAUNCHABLE, guide_picks, knobs, sweep
+from sequence_sweep import LAUNCHABLE, guide_picks, knobs, predictions, sweep
 
 from verlsweep.command.compose import compose_config
 from verlsweep.command.topology import tp_choices
@@ -139,15 +139,16 @@ def target(truths: list[Truth]) -> Callable[[int], bool]:
     return lambda i: best is not None and not truths[i].oom and truths[i].tok_s >= 0.97 * best
 
 
-def swept(configs: list, truths: list[Truth], cal, world: int) -> Outcome:
-    """The task swept as verlsweep's sweeper sweeps it (benchmarks/sequence_sweep.py), planning with `cal`."""
+def swept(configs: list, truths: list[Truth], predicted: list, world: int) -> Outcome:
+    """The task swept as verlsweep's sweeper sweeps it (benchmarks/sequence_sweep.py), with the guide's
+    `predicted`."""
     reached = target(truths)
 
     def run(i: int) -> TrialResult:
         t = truths[i]
         return TrialResult("oom", failure_phase=t.phase) if t.oom else TrialResult("completed", objective=t.tok_s,
                                                                                     steps=STEPS)
-    launched = sweep(configs, [predict(inp, cal) for inp in configs], run, reached)
+    launched = sweep(configs, predicted, run, reached)
     found = any(reached(i) for i in launched) or all(t.oom for t in truths)
     return Outcome(len(launched), sum(truths[i].oom for i in launched),
                    sum(cost_dh(truths[i], world) for i in launched), found)
@@ -175,17 +176,18 @@ def search(configs: list, truths: list[Truth], order: list[int], world: int, pro
     return out
 
 
-def random_baseline(configs: list, truths: list[Truth], world: int, cal=None) -> Outcome:
-    """Mean over SEEDS random orders of the grid. `cal`: under verlsweep's sweeper, planning with `cal`:
-    the guide's picks first, then the random order less what the planner vetoes, the proofs on."""
-    allowed = set(planner_order(configs, cal)) if cal is not None else set(range(len(configs)))
-    picks = guide_picks(configs, [predict(inp, cal) for inp in configs]) if cal is not None else []
+def random_baseline(configs: list, truths: list[Truth], world: int, predicted: list | None = None) -> Outcome:
+    """Mean over SEEDS random orders of the grid. `predicted` (the guide's): under verlsweep's sweeper, the
+    guide's picks first, then the random order less what the planner vetoes, the proofs on."""
+    allowed = set(range(len(configs))) if predicted is None else {
+        i for i, p in enumerate(predicted) if p.status in LAUNCHABLE}
+    picks = guide_picks(configs, predicted) if predicted is not None else []
     runs = []
     for seed in range(SEEDS):
         order = list(range(len(configs)))
         random.Random(seed).shuffle(order)
         order = picks + [i for i in order if i in allowed and i not in picks]
-        runs.append(search(configs, truths, order, world, proofs=cal is not None))
+        runs.append(search(configs, truths, order, world, proofs=predicted is not None))
     return Outcome(statistics.fmean(r.launched for r in runs), statistics.fmean(r.ooms for r in runs),
                    statistics.fmean(r.device_hours for r in runs), all(r.found for r in runs),
                    sum(r.misproven for r in runs))
@@ -244,12 +246,13 @@ def main() -> None:
         world = configs[0].hardware.world
         got = calibrate_samples(packaged, samples, runs, studies, STACK) if samples else StackCalibration(
             packaged, "benchmark", reason="no earlier task")
+        warm_predicted = predictions(configs, got.calibration)
         cells = {COLUMNS[0]: search(configs, truths, planner_order(configs, packaged), world),
                  COLUMNS[1]: search(configs, truths, planner_order(configs, got.calibration), world),
-                 COLUMNS[2]: swept(configs, truths, packaged, world),
-                 COLUMNS[3]: swept(configs, truths, got.calibration, world),
+                 COLUMNS[2]: swept(configs, truths, predictions(configs, packaged), world),
+                 COLUMNS[3]: swept(configs, truths, warm_predicted, world),
                  COLUMNS[4]: random_baseline(configs, truths, world),
-                 COLUMNS[5]: random_baseline(configs, truths, world, got.calibration)}
+                 COLUMNS[5]: random_baseline(configs, truths, world, warm_predicted)}
         misproven += sum(o.misproven for o in cells.values())
         walks.append((n, cells[COLUMNS[0]], cells[COLUMNS[1]]))
         sweeps.append((n, cells[COLUMNS[2]], cells[COLUMNS[3]]))

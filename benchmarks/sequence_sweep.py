@@ -4,8 +4,9 @@ boundary sampler (verlsweep.proofs.sampler, hydra/sweeper/sampler=boundary, the 
 planner's tokens/s as its prior; a proposal the planner vetoes (plan.enforce) or a finished trial
 proves to fail (study.proofs) is told infeasible without a launch, a measured one is reused
 (verlsweep.study.reuse), every outcome is told as the sweeper tells it (verlsweep.reconcile.results).
-Left out: the recipe's own values (study.enqueue_recipe), the guide's error draws (guide.draws=0:
-the unperturbed planner's picks) and the pruner (every completed trial runs its steps).
+The guide ranks with its own settings (study.guide: top_k picks that win the most of `draws` planner
+calibrations with the throughput constants scaled by U(1-error, 1+error)). Left out: the recipe's own
+values (study.enqueue_recipe) and the pruner (every completed trial runs its steps).
 
 The benchmark's grid sweeps the actor's offloads as three combinations (none, the optimizer, both), the
 sampler proposes each offload on its own: a proposal off the grid (params offloaded, optimizer not) is
@@ -14,13 +15,16 @@ told as a refused config (config_error) and costs nothing.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 from typing import Any
 
 import optuna
 from optuna.distributions import CategoricalDistribution, FloatDistribution
 
+from verlsweep.command.compose import compose_config
 from verlsweep.common.names import RULED_OUT_ATTR
 from verlsweep.common.result import TrialResult
+from verlsweep.config.study import study_config
 from verlsweep.proofs.evidence import evidence, proof_of_failure
 from verlsweep.proofs.rules import OFFLOADS, TP, UTIL, infer
 from verlsweep.proofs.sampler import BoundarySampler
@@ -32,7 +36,6 @@ from verlsweep.study.space import SearchSpace
 optuna.logging.set_verbosity(optuna.logging.ERROR)
 
 LAUNCHABLE = {"ok": 0, "tight": 1, "edge": 2}      # the planner's statuses a trial launches at, in its rank order
-GUIDE_TOP_K = 3                                     # conf/study/default.yaml guide.top_k
 MAX_ASKS = 2000                                     # proposals per sweep: far more than the grid holds
 
 
@@ -57,27 +60,37 @@ def _key(params: dict[str, Any]) -> tuple:
     return tuple(params[k] for k in (UTIL, TP, *OFFLOADS))
 
 
-def guide_picks(configs: Sequence[Any], verdicts: Sequence[Any]) -> list[int]:
-    """The guide's enqueued picks (one per TP/offload combination) as indices of `configs`."""
-    predictions = [_guide.Prediction(knobs(inp), v.status, v.tok_s) for inp, v in zip(configs, verdicts)]
+@lru_cache(maxsize=1)
+def _guide_settings() -> Any:
+    return study_config(compose_config([])).guide          # conf/study/default.yaml
+
+
+def predictions(configs: Sequence[Any], cal: Any) -> list[_guide.Prediction]:
+    """What the guide predicts of each config with `cal`: status, tokens/s and how often it wins a draw."""
+    settings = _guide_settings()
+    planned = _guide.Planned(cal, [knobs(inp) for inp in configs], list(configs))
+    return _guide.predict(planned, settings.draws, settings.error)
+
+
+def guide_picks(configs: Sequence[Any], predicted: Sequence[_guide.Prediction]) -> list[int]:
+    """The guide's enqueued picks (at most one per TP/offload combination) as indices of `configs`."""
     index = {_key(knobs(inp)): i for i, inp in enumerate(configs)}
-    return [index[_key(p)] for p in _guide.rank(predictions, space(configs), GUIDE_TOP_K)]
+    return [index[_key(p)] for p in _guide.rank(predicted, space(configs), _guide_settings().top_k)]
 
 
-def sweep(configs: Sequence[Any], verdicts: Sequence[Any], run: Callable[[int], TrialResult],
+def sweep(configs: Sequence[Any], predicted: Sequence[_guide.Prediction], run: Callable[[int], TrialResult],
           done: Callable[[int], bool], seed: int = 0) -> list[int]:
     """The configs launched, in order, until `done` says a launched one reached the target or nothing is
     left: every config of the grid tried, vetoed or proven to fail. `run`: a launched config's result."""
     sp = space(configs)
-    predictions = [_guide.Prediction(knobs(inp), v.status, v.tok_s) for inp, v in zip(configs, verdicts)]
     sampler = BoundarySampler(seed=seed)
-    sampler.prior = _guide.prior(predictions, sp)       # as verlsweep/study/verl_hooks.py sets it
+    sampler.prior = _guide.prior(predicted, sp)         # as verlsweep/study/verl_hooks.py sets it
     study = optuna.create_study(direction="maximize", sampler=sampler)
-    for i in guide_picks(configs, verdicts):
+    for i in guide_picks(configs, predicted):
         study.enqueue_trial(knobs(configs[i]))
     index = {_key(knobs(inp)): i for i, inp in enumerate(configs)}
     grid = [knobs(inp) for inp in configs]
-    vetoed = {i for i, v in enumerate(verdicts) if v.status not in LAUNCHABLE}
+    vetoed = {i for i, p in enumerate(predicted) if p.status not in LAUNCHABLE}
     launched: list[int] = []
     asked: set[int] = set()
 
