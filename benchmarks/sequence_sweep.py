@@ -79,9 +79,10 @@ def guide_picks(configs: Sequence[Any], predicted: Sequence[_guide.Prediction]) 
 
 
 def sweep(configs: Sequence[Any], predicted: Sequence[_guide.Prediction], run: Callable[[int], TrialResult],
-          done: Callable[[int], bool], seed: int = 0) -> list[int]:
+          done: Callable[[int], bool], seed: int = 0) -> tuple[list[int], list[int]]:
     """The configs launched, in order, until `done` says a launched one reached the target or nothing is
-    left: every config of the grid tried, vetoed or proven to fail. `run`: a launched config's result."""
+    left (every config of the grid tried, vetoed or proven to fail), and the proposals a proof ruled out.
+    `run`: a launched config's result."""
     sp = space(configs)
     sampler = BoundarySampler(seed=seed)
     sampler.prior = _guide.prior(predicted, sp)         # as verlsweep/study/verl_hooks.py sets it
@@ -92,6 +93,7 @@ def sweep(configs: Sequence[Any], predicted: Sequence[_guide.Prediction], run: C
     grid = [knobs(inp) for inp in configs]
     vetoed = {i for i, p in enumerate(predicted) if p.status not in LAUNCHABLE}
     launched: list[int] = []
+    ruled_out: list[int] = []
     asked: set[int] = set()
 
     def tell(trial: optuna.Trial, result: TrialResult) -> None:
@@ -117,10 +119,11 @@ def sweep(configs: Sequence[Any], predicted: Sequence[_guide.Prediction], run: C
         proof = proof_of_failure(study.get_trials(deepcopy=False), trial.params)
         if proof is not None:
             trial.set_user_attr(RULED_OUT_ATTR, proof.trial)
+            ruled_out.append(i)
             tell(trial, TrialResult("infeasible", excerpt=str(proof)))
             continue
         launched.append(i)
         tell(trial, run(i))
         if done(i):
             break
-    return launched
+    return launched, ruled_out
