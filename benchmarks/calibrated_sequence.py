@@ -206,7 +206,9 @@ def summary(got: StackCalibration) -> str:
     words = {"device_memory": "peak", "throughput": "tok/s"}
     held = ", ".join(f"{words[k]} {got.held_out[k]:.1%}{'' if k in got.used else ' (not used)'}"
                      for k in words if k in got.held_out)
-    return f"{got.trials} trials: {held} held out"
+    c = got.calibration.constants
+    return (f"{got.trials} trials: {held} held out; band: trainer {c.trainer_band_error_analytic:.1%}, "
+            f"rollout {c.rollout_band_error:.1%}")
 
 
 def verdicts(rows: list[tuple[int, Outcome, Outcome]]) -> list[str]:

@@ -79,3 +79,33 @@ def test_the_observed_trial_reads_a_pruned_trial_as_a_fit():
     trial = study.ask(fixed_distributions=DISTS)
     study.tell(trial, state=optuna.trial.TrialState.PRUNED)
     assert observed(study.trials[0]) == Observed(0, study.trials[0].params, "completed", None)
+
+
+def _tell_fit(study: optuna.Study, params: dict, value: float) -> None:
+    study.enqueue_trial(params)
+    trial = study.ask(fixed_distributions=DISTS)
+    trial.set_user_attr("outcome", "completed")
+    study.tell(trial, value)
+
+
+@pytest.mark.parametrize("prior, expected", [
+    # the planner ranks this combo first: the measurements say tok/s fell from util 0.3 to 0.65, so the
+    # peak lies between them; the middle of 0.35-0.6 next
+    (lambda p: 100.0 if p[TP] == 2 and all(p[n] for n in OFFLOADS) else 50.0, 0.45),
+    # no prior: nothing says this combo is worth refining; the band above its highest fit, as before
+    (None, 0.8)])
+def test_a_combo_whose_tok_s_fell_with_util_is_searched_around_its_best_util_when_the_prior_ranks_it_first(
+        prior, expected):
+    study = optuna.create_study(direction="maximize", sampler=BoundarySampler(seed=0, prior=prior))
+    _tell_fit(study, {**RECIPE, UTIL: 0.3}, 100.0)
+    _tell_fit(study, {**RECIPE, UTIL: 0.65}, 90.0)
+    trial = study.ask(fixed_distributions=DISTS)
+    assert (trial.params[TP], round(trial.params[UTIL], 2)) == (2, expected)
+
+
+def test_a_dip_within_the_tolerance_keeps_the_band_bisected_upwards():
+    study = optuna.create_study(direction="maximize", sampler=BoundarySampler(seed=0, prior=lambda p: 100.0))
+    _tell_fit(study, {**RECIPE, UTIL: 0.3}, 100.0)
+    _tell_fit(study, {**RECIPE, UTIL: 0.65}, 99.5)            # 0.5%: noise, not a refuted prior
+    trial = study.ask(fixed_distributions=DISTS)
+    assert (trial.params[TP], round(trial.params[UTIL], 2)) == (2, 0.8)

@@ -130,6 +130,9 @@ class BoundarySamplerConfig:
     seed: int | None = None
     # combinations measured within this fraction of the best get their band above the highest fit bisected
     margin: float = 0.1
+    # a higher util measured more than this fraction below a combination's best refutes "tok/s does not
+    # fall with util" there: its best util's neighbourhood is searched instead (run-to-run noise is below it)
+    tolerance: float = 0.01
     inner: TPESamplerConfig = field(default_factory=TPESamplerConfig)
 
 

@@ -2,7 +2,11 @@
 
 Per TP/offload combination (a "combo") it knows the band of utils not proven to fail (rules.infer).
 Each ask: if a combo measured within `margin` of the best has untried utils above its highest fit,
-bisect them (throughput nondecreasing in util is a prior: rules.PRIORS); otherwise open the untried
+bisect them (throughput nondecreasing in util is a prior: rules.PRIORS). Where the combo's own
+measurements refute that prior (a higher util measured more than `tolerance` below its best one) and
+no combo not yet measured has a better `prior`, it searches around its best util instead, as for a
+throughput with one peak in util: the untried utils between the best and its measured neighbours, the
+wider side's middle first. Otherwise it opens the untried
 combo ranked first by `prior` (e.g. the planner's predicted tok/s) where it has one, else by what its
 measured neighbours (one knob apart) reached, fewest offloads first, at the util nearest the best
 measured one. It never proposes a config proven to fail or already tried; params it does not know,
@@ -30,10 +34,12 @@ def _key(p: Mapping[str, Any]) -> tuple:
 
 class BoundarySampler(optuna.samplers.BaseSampler):
     def __init__(self, inner: optuna.samplers.BaseSampler | None = None, *, seed: int | None = None,
-                 prior: Callable[[Mapping[str, Any]], float | None] | None = None, margin: float = 0.1) -> None:
+                 prior: Callable[[Mapping[str, Any]], float | None] | None = None, margin: float = 0.1,
+                 tolerance: float = 0.01) -> None:
         self._inner = inner or optuna.samplers.TPESampler(seed=seed)
         self.prior = prior        # settable after construction: the sweeper's guide plans before the first ask
         self._margin = margin
+        self._tolerance = tolerance
 
     def reseed_rng(self) -> None:
         self._inner.reseed_rng()
@@ -72,31 +78,35 @@ class BoundarySampler(optuna.samplers.BaseSampler):
                 k = _key(t.params)
                 value[k] = max(value.get(k, -float("inf")), sign * t.values[0])
         combo_best: dict[tuple, tuple[float, float]] = {}        # combo -> (best value, util of highest fit)
+        measured: dict[tuple, dict[float, float]] = {}            # combo -> util -> value of its fits
         for k, v in value.items():
             so_far, hi = combo_best.get(k[1:], (-float("inf"), 0.0))
             combo_best[k[1:]] = (max(so_far, v), max(hi, k[0]))
+            measured.setdefault(k[1:], {})[k[0]] = v
         by_combo: dict[tuple, list[dict]] = {}
         for c in open_:
             by_combo.setdefault(_key(c)[1:], []).append(c)
         best = max((b for b, _ in combo_best.values()), default=None)
-        # 1. bisect the band above the highest fit of the combos near the best
-        for combo, (b, hi) in sorted(combo_best.items(), key=lambda kv: -kv[1][0]):
+        untried = [combo for combo in by_combo if combo not in combo_best]
+        # the best prior among the combos not measured yet: refining a combo is worth a trial only where
+        # none of them is predicted better (without a prior nothing says so: the band is bisected upwards)
+        rival = max((p for combo in untried if (p := self._combo_prior(by_combo[combo])) is not None), default=None)
+        # 1. bisect the band above the highest fit of the combos near the best (around their best util
+        #    where their measurements refute the prior)
+        for combo, (b, _hi) in sorted(combo_best.items(), key=lambda kv: -kv[1][0]):
             if best is not None and b < best - self._margin * abs(best):
                 break
-            above = sorted((c for c in by_combo.get(combo, ()) if float(c[UTIL]) > hi), key=lambda c: float(c[UTIL]))
-            if above:
-                return above[(len(above) - 1) // 2]
+            own = self._combo_prior(by_combo.get(combo, []))
+            refine = own is not None and (rival is None or own >= rival)
+            util = self._next_util(measured[combo], sorted(float(c[UTIL]) for c in by_combo.get(combo, ())), refine)
+            if util is not None:
+                return next(c for c in by_combo[combo] if float(c[UTIL]) == util)
         # 2. open an untried combo
         best_util = max(value, key=lambda k: value[k])[0] if value else None
-        fresh = [combo for combo in by_combo if combo not in combo_best]
-        if not fresh:
-            fresh = list(by_combo)
+        fresh = untried or list(by_combo)
 
         def score(combo: tuple) -> tuple:
-            prior = None
-            if self.prior is not None:
-                ps = [p for c in by_combo[combo] if (p := self.prior(c)) is not None]
-                prior = max(ps) if ps else None
+            prior = self._combo_prior(by_combo[combo])
             near = [b for other, (b, _) in combo_best.items() if sum(x != y for x, y in zip(combo, other)) == 1]
             neighbours = sum(near) / len(near) if near else float("inf")
             return (prior if prior is not None else -float("inf"), neighbours, -sum(combo[1:]), combo[0])
@@ -107,6 +117,28 @@ class BoundarySampler(optuna.samplers.BaseSampler):
         target = best_util if best_util is not None else sorted(float(c[UTIL]) for c in by_combo[combo])[
             len(by_combo[combo]) // 2]
         return min(by_combo[combo], key=lambda c: (abs(float(c[UTIL]) - target), -float(c[UTIL])))
+
+    def _combo_prior(self, configs: Sequence[Mapping[str, Any]]) -> float | None:
+        """The best prior of a combo's open configs (None: no prior)."""
+        if self.prior is None:
+            return None
+        priors = [p for c in configs if (p := self.prior(c)) is not None]
+        return max(priors) if priors else None
+
+    def _next_util(self, points: Mapping[float, float], open_utils: Sequence[float], refine: bool) -> float | None:
+        """The util to try next in one combo: its measured fits (util -> value) and untried open utils;
+        `refine`: search around its best util where its measurements refute the prior."""
+        top = max(points, key=lambda u: points[u])
+        hi = max(points)
+        if not refine or points[hi] >= points[top] - self._tolerance * abs(points[top]):
+            above = [u for u in open_utils if u > hi]            # the prior holds: bisect upwards
+            return above[(len(above) - 1) // 2] if above else None
+        lower = max((u for u in points if u < top), default=-float("inf"))
+        upper = min(u for u in points if u > top)
+        below = [u for u in open_utils if lower < u < top]
+        above = [u for u in open_utils if top < u < upper]
+        side = below if len(below) >= len(above) else above
+        return side[(len(side) - 1) // 2] if side else None
 
     def sample_independent(self, study: optuna.Study, trial: FrozenTrial, param_name: str,
                            param_distribution: BaseDistribution) -> Any:
