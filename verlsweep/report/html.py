@@ -52,8 +52,9 @@ def status_text(sweep: Sweep) -> str:
     outcomes = ", ".join(f"{k} {v}" for k, v in sweep.outcomes(sweep.finished()).items())
     # stopped (Ctrl-C, a dead sweep): its re-run counts instead
     rerun = sum(1 for r in sweep.rows if not r.counted and r.confirms is None)
+    plural = "" if long_run == 1 else "s"
     return (f"study {sweep.study.study_name}: {done}{total} trials done"
-            f"{f' (+{long_run} long-run confirmations)' if long_run else ''}"
+            f"{f' (+{long_run} long-run confirmation{plural})' if long_run else ''}"
             f"{f', {running} running' if running else ''}{f', {waiting} waiting' if waiting else ''}; "
             f"{best_text}; {outcomes or 'no trials'}{f' ({rerun} stopped and re-run)' if rerun else ''}")
 
