@@ -12,7 +12,7 @@ from optuna.distributions import FloatDistribution
 from optuna.trial import TrialState, create_trial
 
 from verlsweep.common.names import CONFIRMS_ATTR, PREDICTED_ATTR
-from verlsweep.proofs.evidence import observed
+from verlsweep.proofs.evidence import evidence, observed
 from verlsweep.proofs.rules import OFFLOADS, TP, UTIL
 from verlsweep.reconcile import budget, confirmations
 from verlsweep.study import confirm
@@ -154,7 +154,7 @@ def test_a_training_oom_at_max_lengths_settles_the_next_config_it_covers_without
     assert found[1].sentence() == "fails at max lengths: proven by trial 3 (oom in training), not launched"
     assert best_trials(study)[0].number == 2
     # and it is no evidence itself: a proof stands on confirmations that ran
-    assert [o.number for o in confirm.max_length_evidence(study.trials)] == [3]
+    assert [o.number for o in evidence(study.trials, max_lengths=True)] == [3]
 
 
 def test_without_proofs_or_with_a_phase_no_rule_covers_the_next_config_is_launched():

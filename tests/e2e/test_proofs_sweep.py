@@ -16,14 +16,11 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from tests.support.trial_helpers import copy_store, new_mark, run_sweep, standin_entrypoint, survivors, tiny_overrides
+from verlsweep.proofs.rules import OFFLOADS, TP, UTIL
 
 pytestmark = pytest.mark.slow
 
-UTIL = "verl.actor_rollout_ref.rollout.gpu_memory_utilization"
-TP = "verl.actor_rollout_ref.rollout.tensor_model_parallel_size"
-P_OFF = "verl.actor_rollout_ref.actor.fsdp_config.param_offload"
-O_OFF = "verl.actor_rollout_ref.actor.fsdp_config.optimizer_offload"
-R_OFF = "verl.actor_rollout_ref.ref.fsdp_config.param_offload"
+P_OFF, O_OFF, R_OFF = OFFLOADS
 
 
 def _entry(util: float, param_offload: bool = False) -> str:

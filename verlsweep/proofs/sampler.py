@@ -77,23 +77,21 @@ class BoundarySampler(optuna.samplers.BaseSampler):
             if t.number in fits and t.values and not t.user_attrs.get("verlsweep.placeholder"):
                 k = _key(t.params)
                 value[k] = max(value.get(k, -float("inf")), sign * t.values[0])
-        combo_best: dict[tuple, tuple[float, float]] = {}        # combo -> (best value, util of highest fit)
         measured: dict[tuple, dict[float, float]] = {}            # combo -> util -> value of its fits
         for k, v in value.items():
-            so_far, hi = combo_best.get(k[1:], (-float("inf"), 0.0))
-            combo_best[k[1:]] = (max(so_far, v), max(hi, k[0]))
             measured.setdefault(k[1:], {})[k[0]] = v
+        combo_best = {combo: max(points.values()) for combo, points in measured.items()}
         by_combo: dict[tuple, list[dict]] = {}
         for c in open_:
             by_combo.setdefault(_key(c)[1:], []).append(c)
-        best = max((b for b, _ in combo_best.values()), default=None)
+        best = max(combo_best.values(), default=None)
         untried = [combo for combo in by_combo if combo not in combo_best]
         # the best prior among the combos not measured yet: refining a combo is worth a trial only where
         # none of them is predicted better (without a prior nothing says so: the band is bisected upwards)
         rival = max((p for combo in untried if (p := self._combo_prior(by_combo[combo])) is not None), default=None)
         # 1. bisect the band above the highest fit of the combos near the best (around their best util
         #    where their measurements refute the prior)
-        for combo, (b, _hi) in sorted(combo_best.items(), key=lambda kv: -kv[1][0]):
+        for combo, b in sorted(combo_best.items(), key=lambda kv: -kv[1]):
             if best is not None and b < best - self._margin * abs(best):
                 break
             own = self._combo_prior(by_combo.get(combo, []))
@@ -107,7 +105,7 @@ class BoundarySampler(optuna.samplers.BaseSampler):
 
         def score(combo: tuple) -> tuple:
             prior = self._combo_prior(by_combo[combo])
-            near = [b for other, (b, _) in combo_best.items() if sum(x != y for x, y in zip(combo, other)) == 1]
+            near = [b for other, b in combo_best.items() if sum(x != y for x, y in zip(combo, other)) == 1]
             neighbours = sum(near) / len(near) if near else float("inf")
             return (prior if prior is not None else -float("inf"), neighbours, -sum(combo[1:]), combo[0])
 

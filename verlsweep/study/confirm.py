@@ -21,7 +21,8 @@ from optuna.trial import FrozenTrial, TrialState
 from verlsweep.command.overrides import format_value
 from verlsweep.common import optuna_private
 from verlsweep.common.names import CONFIRM_AT_ATTR, CONFIRMS_ATTR, FAILURE_PHASE_ATTR, OVERRIDES_ATTR, RULED_OUT_ATTR
-from verlsweep.proofs.rules import KNOBS, Decided, Observed, decide
+from verlsweep.proofs.evidence import proof_of_failure
+from verlsweep.proofs.rules import Decided
 from verlsweep.reconcile import confirmations
 from verlsweep.study import outputs as _outputs
 from verlsweep.study.hooks import TaskHooks
@@ -47,7 +48,9 @@ def pick(study: optuna.Study, k: int, proofs: bool = True) -> list[FrozenTrial]:
         return []
     while True:
         todo, ranked = _todo(study, k)
-        settled = [(t, d) for t in todo if proofs and (d := proven_to_fail(study, t)) is not None]
+        trials = study.get_trials(deepcopy=False)
+        settled = [(t, d) for t in todo
+                   if proofs and (d := proof_of_failure(trials, t.params, max_lengths=True)) is not None]
         if not settled:
             break
         for t, d in settled:
@@ -81,27 +84,6 @@ def _todo(study: optuna.Study, k: int) -> tuple[list[FrozenTrial], list[FrozenTr
                 todo.append(t)
             break
     return todo, ranked
-
-
-def max_length_evidence(trials: list[FrozenTrial]) -> list[Observed]:
-    """The confirmations that ran and ended, as the proof rules read them: evidence about the maximum
-    lengths, never about the few-step trials (verlsweep.proofs.evidence leaves them out there)."""
-    out = []
-    for t in trials:
-        outcome = t.user_attrs.get("outcome") or ("completed" if t.state == TrialState.COMPLETE else None)
-        if (confirmations.confirms(t) is None or not t.state.is_finished() or outcome in (None, "interrupted")
-                or t.user_attrs.get(RULED_OUT_ATTR) is not None or not all(k in t.params for k in KNOBS)):
-            continue
-        out.append(Observed(t.number, t.params, str(outcome), t.user_attrs.get(FAILURE_PHASE_ATTR)))
-    return out
-
-
-def proven_to_fail(study: optuna.Study, candidate: FrozenTrial) -> Decided | None:
-    """What proves `candidate` fails at the maximum lengths (None: only its own confirmation can say)."""
-    if not all(k in candidate.params for k in KNOBS):
-        return None
-    found = decide(max_length_evidence(study.get_trials(deepcopy=False)), candidate.params)
-    return found if found.verdict == "fail" else None
 
 
 def rule_out(study: optuna.Study, candidate: FrozenTrial, decided: Decided) -> None:

@@ -96,14 +96,20 @@ def peaks_at(inputs: PlanInputs, stack: str, lengths: Lengths | None = None) -> 
                      capacity_gb=inputs.hardware.capacity_gb)
 
 
+def at_mean_lengths(inputs: PlanInputs, stack: str) -> TruePoint:
+    """The truth of `stack` at the mean lengths of its own length model: what a trial measures."""
+    from verlsweep.plan.predictor.lengths import expected_lengths
+
+    return peaks_at(inputs, stack, expected_lengths(inputs, true_constants(stack)))
+
+
 def measure(cfg: DictConfig, stack: str) -> tuple[float, float, bool]:
     """(tokens/s, device peak GiB at the mean lengths, whether it runs out of memory at the maximum
     lengths) under the truth."""
     from verlsweep.plan import from_cfg
-    from verlsweep.plan.predictor.lengths import expected_lengths
 
     inputs = from_cfg(cfg)
-    mean = peaks_at(inputs, stack, expected_lengths(inputs, true_constants(stack)))
+    mean = at_mean_lengths(inputs, stack)
     return mean.tok_s, mean.device_peak_gb, peaks_at(inputs, stack).oom
 
 
@@ -124,7 +130,7 @@ def run_trial(cfg: DictConfig, knobs: dict[str, Any]) -> TrialResult:
     """One trial of the stand-in: vetoed as task.py's preflight would, else measured and recorded."""
     import time
 
-    from verlsweep.plan import predict_cfg
+    from verlsweep.plan import from_cfg, predict_cfg
     from verlsweep.tracking.mlflow_runs import TrialRun
     from verlsweep.tracking.system_metrics import DevicePeak
 
@@ -134,21 +140,19 @@ def run_trial(cfg: DictConfig, knobs: dict[str, Any]) -> TrialResult:
                            backend="test", predicted=planned.metrics())
     stack = ",".join(f"{k}={v}" for k, v in read_stack().items())
     tracked = TrialRun.start(cfg, knobs, extra_tags=stack_tags(read_stack()))
-    tok_s, peak, oom = measure(cfg, stack)
-    # verl's allocator peak per step (actor/perf/max_memory_allocated_gb), what the trainer band calibrates on
-    from verlsweep.plan import from_cfg
-    from verlsweep.plan.predictor.lengths import expected_lengths
-
     inputs = from_cfg(cfg)
-    allocated = peaks_at(inputs, stack, expected_lengths(inputs, true_constants(stack))).trainer_peak_gb
+    mean, oom = at_mean_lengths(inputs, stack), peaks_at(inputs, stack).oom
     if oom:
         result = TrialResult("oom", backend="test", excerpt="RuntimeError: NPU out of memory (stand-in truth)",
                              failure_phase="kv_cache", predicted=planned.metrics())
     else:
         for step in range(1, int(cfg.trial.steps) + 1):
-            tracked.client.log_metric(tracked.run_id, "perf/throughput", tok_s, step=step)
-            tracked.client.log_metric(tracked.run_id, "actor/perf/max_memory_allocated_gb", allocated, step=step)
-        result = TrialResult("completed", objective=tok_s, steps=int(cfg.trial.steps), backend="test",
+            tracked.client.log_metric(tracked.run_id, "perf/throughput", mean.tok_s, step=step)
+            # verl's allocator peak per step, what the trainer band calibrates on
+            tracked.client.log_metric(tracked.run_id, "actor/perf/max_memory_allocated_gb", mean.trainer_peak_gb,
+                                      step=step)
+        result = TrialResult("completed", objective=mean.tok_s, steps=int(cfg.trial.steps), backend="test",
                              predicted=planned.metrics())
-    tracked.finish(result, reason=result.outcome, device_peak=None if oom else DevicePeak(peak, "0", time.time()))
+    peak = None if oom else DevicePeak(mean.device_peak_gb, "0", time.time())
+    tracked.finish(result, reason=result.outcome, device_peak=peak)
     return result

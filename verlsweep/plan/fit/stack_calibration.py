@@ -81,12 +81,13 @@ class StackCalibration:
                 f"{self.trainer.words()}")
 
 
-def stack_runs(client: Any, stack_digest: str) -> list[Any]:
-    """The completed trial runs of this stack, in every experiment of the store, the latest MAX_RUNS."""
+def stack_runs(client: Any, stack_digest: str, *, other: bool = False) -> list[Any]:
+    """The completed trial runs of this stack (`other`: of every other stack), in every experiment of the
+    store, the latest MAX_RUNS."""
     experiments = [e.experiment_id for e in client.search_experiments(max_results=50_000)]
     if not experiments:
         return []
-    where = f"tags.`{STACK_TAG}` = '{stack_digest}' and tags.`trial.outcome` = 'completed'"
+    where = f"tags.`{STACK_TAG}` {'!=' if other else '='} '{stack_digest}' and tags.`trial.outcome` = 'completed'"
     return list(client.search_runs(experiments, filter_string=where, max_results=MAX_RUNS,
                                    order_by=["attributes.start_time DESC"]))
 
@@ -190,12 +191,8 @@ def calibrate(tracking_uri: str, cal: Calibration, stack: dict[str, str], *, war
 def other_stacks(client: Any, own: str) -> str:
     """Where the store's completed trials of other stacks are, for the line: a sweep that reads its stack
     on a login node while its trials run on compute nodes (Slurm) finds none of its own."""
-    experiments = [e.experiment_id for e in client.search_experiments(max_results=50_000)]
-    if not experiments:
-        return ""
-    where = f"tags.`{STACK_TAG}` != '{own}' and tags.`trial.outcome` = 'completed'"
     counts: dict[str, tuple[int, str]] = {}
-    for run in client.search_runs(experiments, filter_string=where, max_results=MAX_RUNS):
+    for run in stack_runs(client, own, other=True):
         key = run.data.tags.get(STACK_TAG)
         if key:
             n, words = counts.get(key, (0, describe(from_tags(run.data.tags))))

@@ -35,8 +35,6 @@ from collections.abc import Mapping
 from verlsweep.plan.predictor import calibration
 
 _PACKAGED = calibration.load().constants
-# the packaged calibration's: |predicted / published - 1|, worst over the published trainer peaks (see above)
-TRAINER_ERROR = {"traced": _PACKAGED.trainer_band_error_traced, "analytic": _PACKAGED.trainer_band_error_analytic}
 # the packaged calibration's (vllm-ascend#6611: modelled 1.0 GiB of device contexts, measured 1.38)
 ROLLOUT_ERROR = _PACKAGED.rollout_band_error
 COUNTED = frozenset({"vLLM reservation", "vLLM asleep", "weights/TP", "KV of one max_model_len", "comm buffers",
@@ -51,9 +49,13 @@ def trainer_source(source: str) -> str:
 
 
 def trainer_error(source: str, c: calibration.Constants | None = None) -> float:
-    """The trainer terms' error for where they come from, under `c` (None: the packaged calibration's)."""
-    c = c or _PACKAGED
-    return {"traced": c.trainer_band_error_traced, "analytic": c.trainer_band_error_analytic}[trainer_source(source)]
+    """The trainer terms' error for where they come from, under `c` (None: the packaged calibration's):
+    its constant trainer_band_error_<traced|analytic>."""
+    return float(getattr(c or _PACKAGED, f"trainer_band_error_{trainer_source(source)}"))
+
+
+# the packaged calibration's: |predicted / published - 1|, worst over the published trainer peaks (see above)
+TRAINER_ERROR = {source: trainer_error(source) for source in ("traced", "analytic")}
 
 
 def part_error(part: str, trainer: float, rollout: float = ROLLOUT_ERROR) -> float:
