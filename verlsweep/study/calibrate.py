@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from verlsweep.plan import load_calibration
 from verlsweep.plan.fit import calibration_file
@@ -24,15 +24,12 @@ FILE_NAME = "calibration.yaml"
 def for_sweep(config: DictConfig, sweep_dir: Path) -> tuple[StackCalibration | None, Path | None]:
     """The stack calibration the sweep plans with (None: off, or no tracking store to read), and the
     calibration file written into `sweep_dir` when its constants changed."""
-    if not OmegaConf.select(config, "plan.calibrate", default=True):
-        log.debug("planner calibration off (plan.calibrate=false)")
-        return None, None
     try:
         result = for_config(config)
     except Exception as exc:  # noqa: BLE001 - an unreadable store must not stop the sweep: plan as packaged
         log.warning("planner not calibrated: the tracking store could not be read (%s)", exc)
         return None, None
-    if result is None:          # tracking off, or no store yet
+    if result is None:          # plan.calibrate=false, tracking off, or no store yet
         return None, None
     log.info("%s", result.line())
     if not result.calibrated:
